@@ -1,7 +1,168 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/subjectaccessreview"
+	"github.com/octogate/octogate/tokenreview"
+	"github.com/octogate/octogate/webhooks"
+)
 
 func newServeCmd() *cobra.Command {
-	return &cobra.Command{Use: "serve", Short: "not built yet"}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the webhook server and the namespace ownership controller",
+		Long: `Run the TLS webhook server (/authenticate, /authorize, /mutate/namespaces,
+/validate/namespaces, /healthz, /readyz, /metrics) and, unless OCTOGATE_CONTROLLER=false,
+the ownership controller. Configuration comes from OCTOGATE_* variables; each has a flag
+of the same name that overrides it.`,
+		Args: cobra.NoArgs,
+	}
+	addConfigFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadServeConfig(os.LookupEnv, cmd.Flags())
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return serve(ctx, cfg, newLogger(cfg.LogFormat))
+	}
+	return cmd
+}
+
+// serve wires the components from cfg and runs them until ctx is done or one fails.
+func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
+	registry := ctrlmetrics.Registry
+
+	server, err := webhooks.New(webhooks.Config{
+		Listen:          cfg.Listen,
+		TLSCertFile:     cfg.TLSCertFile,
+		TLSKeyFile:      cfg.TLSKeyFile,
+		ClientCAFile:    cfg.ClientCAFile,
+		MaxInflight:     cfg.MaxInflight,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          log,
+		Registerer:      registry,
+		Gatherer:        registry,
+	})
+	if err != nil {
+		return err
+	}
+
+	authn, err := tokenreview.New(tokenreview.Config{
+		GitHubAPIURL:   cfg.GitHubAPIURL,
+		GitHubCAFile:   cfg.GitHubCAFile,
+		Orgs:           cfg.GitHubOrgs,
+		Timeout:        cfg.GitHubTimeout,
+		UsernamePrefix: cfg.UsernamePrefix,
+		CacheTTL:       cfg.TokenCacheTTL,
+		NegativeTTL:    cfg.TokenCacheNegativeTTL,
+		CacheSize:      cfg.TokenCacheSize,
+		Logger:         log,
+		Registerer:     registry,
+	})
+	if err != nil {
+		return err
+	}
+
+	authz, err := subjectaccessreview.New(subjectaccessreview.Config{
+		PolicyFile: cfg.PolicyFile,
+		Logger:     log,
+		Registerer: registry,
+	})
+	if err != nil {
+		return fmt.Errorf("OCTOGATE_POLICY_FILE=%q: %w", cfg.PolicyFile, err)
+	}
+
+	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log}
+	mutator, err := admission.NewMutator(admissionCfg)
+	if err != nil {
+		return err
+	}
+	validator, err := admission.NewValidator(admissionCfg)
+	if err != nil {
+		return err
+	}
+
+	server.Handle("/authenticate", "authenticate", authn)
+	server.Handle("/authorize", "authorize", authz)
+	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
+	server.Handle("/validate/namespaces", "validate-namespaces", validator)
+	server.AddReadyCheck("policy", authz.Ready)
+
+	var mgr manager.Manager
+	if cfg.Controller {
+		if mgr, err = newManager(cfg, log); err != nil {
+			return err
+		}
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return server.Run(ctx) })
+	g.Go(func() error { return authz.Run(ctx) })
+	if mgr != nil {
+		g.Go(func() error { return mgr.Start(ctx) })
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}
+
+// newManager builds the controller-runtime manager of the ownership controller. It serves no
+// HTTP of its own: its metrics land in the shared registry that /metrics serves.
+func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("OCTOGATE_CONTROLLER=true needs a Kubernetes API (in-cluster config or KUBECONFIG): %w", err)
+	}
+	var quota *corev1.ResourceQuotaSpec
+	if cfg.DefaultQuotaFile != "" {
+		spec, err := ownership.LoadQuotaFile(cfg.DefaultQuotaFile)
+		if err != nil {
+			return nil, fmt.Errorf("OCTOGATE_DEFAULT_QUOTA_FILE=%q: %w", cfg.DefaultQuotaFile, err)
+		}
+		quota = spec
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          cfg.LeaderElect,
+		LeaderElectionID:        "octogate-ownership",
+		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Logger:                  logr.FromSlogHandler(log.Handler()),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ownership controller: %w", err)
+	}
+	err = ownership.Setup(mgr, ownership.Config{
+		OwnerClusterRole: cfg.OwnerClusterRole,
+		DefaultQuota:     quota,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ownership controller: %w", err)
+	}
+	return mgr, nil
 }

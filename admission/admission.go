@@ -1,0 +1,143 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/octogate/octogate/webhooks"
+)
+
+// The annotations the mutating webhook sets on every Namespace it admits on CREATE.
+const (
+	// AnnotationCreator is the Kubernetes username of the creator, verbatim
+	// (for example "github:octocat" or "system:serviceaccount:ci:deployer").
+	AnnotationCreator = "octogate.dev/creator"
+	// AnnotationCreatorUID is the creator's user uid (the GitHub numeric id for GitHub users);
+	// empty when the authenticator supplied none.
+	AnnotationCreatorUID = "octogate.dev/creator-uid"
+	// AnnotationCreatorGroups is a JSON array of the creator's groups in request order,
+	// system: groups included, for example `["github:acme","system:authenticated"]`.
+	AnnotationCreatorGroups = "octogate.dev/creator-groups"
+)
+
+// protectedAnnotations lists the creator annotations in the order patches and denials use.
+var protectedAnnotations = [...]string{AnnotationCreator, AnnotationCreatorUID, AnnotationCreatorGroups}
+
+// groupSystemMasters may always change the creator annotations, as it may do anything else
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#user-facing-roles).
+const groupSystemMasters = "system:masters"
+
+// Decisions passed to webhooks.Record.
+const (
+	decisionPatch  = "patch"
+	decisionAdmit  = "admit"
+	decisionReject = "reject"
+	decisionError  = "error"
+)
+
+// Config configures both Namespace webhooks.
+type Config struct {
+	// AdminGroups may change or remove the creator annotations on UPDATE, in addition to
+	// system:masters (OCTOGATE_ADMIN_GROUPS). Group names compare exactly.
+	AdminGroups []string
+	// Logger receives debug lines per review and controller-runtime's errors for requests
+	// that are not AdmissionReviews. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) validate() error {
+	for i, g := range c.AdminGroups {
+		if strings.TrimSpace(g) == "" {
+			return fmt.Errorf("admission: AdminGroups[%d]: empty group name", i)
+		}
+	}
+	return nil
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.Default()
+	}
+	return c.Logger
+}
+
+// NewMutator returns the http.Handler for POST /mutate/namespaces: on Namespace CREATE it
+// answers with a JSON patch that sets the creator annotations; everything else is allowed
+// unpatched. It errors when cfg is invalid.
+func NewMutator(cfg Config) (http.Handler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &mutator{log: cfg.logger()}
+	return standalone(m, m.log)
+}
+
+// NewValidator returns the http.Handler for POST /validate/namespaces: on Namespace UPDATE
+// it denies changing, adding or removing a creator annotation unless the user is in
+// system:masters or cfg.AdminGroups; everything else is allowed. It errors when cfg is invalid.
+func NewValidator(cfg Config) (http.Handler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	v := &validator{log: cfg.logger(), adminGroups: make(map[string]struct{}, len(cfg.AdminGroups)+1)}
+	v.adminGroups[groupSystemMasters] = struct{}{}
+	for _, g := range cfg.AdminGroups {
+		v.adminGroups[g] = struct{}{}
+	}
+	v.adminList = append([]string{groupSystemMasters}, cfg.AdminGroups...)
+	return standalone(v, v.log)
+}
+
+// standalone wraps h so it serves AdmissionReviews on any mux. controller-runtime hands the
+// handler r.Context(), which carries the server's webhooks.Record slot. MetricsPath stays
+// empty: the webhooks server meters every route itself.
+func standalone(h ctrladmission.Handler, log *slog.Logger) (http.Handler, error) {
+	return ctrladmission.StandaloneWebhook(
+		&ctrladmission.Webhook{Handler: h},
+		ctrladmission.StandaloneOptions{Logger: logr.FromSlogHandler(log.Handler())},
+	)
+}
+
+// isNamespace reports whether req is about a Namespace object itself (not a subresource
+// such as namespaces/finalize or namespaces/status).
+func isNamespace(req ctrladmission.Request) bool {
+	return req.Kind.Group == "" && req.Kind.Kind == "Namespace" && req.SubResource == ""
+}
+
+var errNoObject = errors.New("no Namespace object in the request")
+
+// decodeNamespace decodes an AdmissionRequest object (or oldObject) into a Namespace.
+func decodeNamespace(raw runtime.RawExtension) (*corev1.Namespace, error) {
+	if len(raw.Raw) == 0 {
+		return nil, errNoObject
+	}
+	ns := &corev1.Namespace{}
+	if err := decodeInto(raw.Raw, ns); err != nil {
+		return nil, fmt.Errorf("cannot decode Namespace: %w", err)
+	}
+	return ns, nil
+}
+
+// record hands the outcome to the webhooks server and logs it at debug level.
+func record(ctx context.Context, log *slog.Logger, webhook string, req ctrladmission.Request, decision, reason string) {
+	webhooks.Record(ctx, webhooks.Outcome{
+		Decision: decision,
+		User:     req.UserInfo.Username,
+		UID:      string(req.UID),
+		Reason:   reason,
+	})
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.DebugContext(ctx, "admission review", "webhook", webhook, "uid", string(req.UID),
+			"user", req.UserInfo.Username, "operation", string(req.Operation),
+			"name", req.Name, "decision", decision, "reason", reason)
+	}
+}

@@ -1,0 +1,13 @@
+// Package admission owns the Namespace admission webhooks served at /mutate/namespaces and
+// /validate/namespaces. It speaks admission.k8s.io/v1 and v1beta1 AdmissionReview through
+// controller-runtime's pkg/webhook/admission (StandaloneWebhook), which answers in the
+// apiVersion it was sent and echoes the request uid.
+//
+// The mutating webhook records who created a Namespace in three annotations
+// (AnnotationCreator, AnnotationCreatorUID, AnnotationCreatorGroups); the validating webhook
+// keeps anyone but system:masters and the configured admin groups from changing them
+// afterwards. The ownership package turns the creator annotation into RBAC.
+//
+// See https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+// for the AdmissionReview wire format and JSON patch responses.
+package admission

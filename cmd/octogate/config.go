@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/spf13/pflag"
+)
+
+// serveConfig is the environment of `octogate serve`; DESIGN.md's configuration table is the
+// source of every name and default. Each variable OCTOGATE_FOO_BAR also has the flag --foo-bar,
+// which overrides it.
+type serveConfig struct {
+	Listen                  string        `env:"OCTOGATE_LISTEN" envDefault:":8443" help:"TLS listen address for every route"`
+	TLSCertFile             string        `env:"OCTOGATE_TLS_CERT_FILE" help:"serving certificate (PEM), reloaded on change; unset: in-memory self-signed"`
+	TLSKeyFile              string        `env:"OCTOGATE_TLS_KEY_FILE" help:"serving key (PEM), reloaded on change"`
+	ClientCAFile            string        `env:"OCTOGATE_CLIENT_CA_FILE" help:"when set, webhook routes require a client certificate verified by this CA"`
+	GitHubAPIURL            string        `env:"OCTOGATE_GITHUB_API_URL" envDefault:"https://api.github.com/" help:"GitHub REST base (GitHub Enterprise: https://HOST/api/v3/)"`
+	GitHubCAFile            string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
+	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of; * means any GitHub user"`
+	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
+	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
+	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
+	TokenCacheNegativeTTL   time.Duration `env:"OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL" envDefault:"10s" help:"how long a refused token is cached"`
+	TokenCacheSize          int           `env:"OCTOGATE_TOKEN_CACHE_SIZE" envDefault:"10000" help:"maximum cached tokens (LRU)"`
+	PolicyFile              string        `env:"OCTOGATE_POLICY_FILE" help:"authorization policy file; unset: /authorize answers no opinion"`
+	AdminGroups             []string      `env:"OCTOGATE_ADMIN_GROUPS" envSeparator:"," help:"comma list of groups that may change creator annotations"`
+	OwnerClusterRole        string        `env:"OCTOGATE_OWNER_CLUSTERROLE" envDefault:"admin" help:"ClusterRole bound to a namespace's creator"`
+	DefaultQuotaFile        string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
+	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
+	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
+	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
+	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
+	MaxInflight             int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After"`
+	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
+}
+
+// flagName turns OCTOGATE_FOO_BAR into foo-bar.
+func flagName(envName string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(envName, "OCTOGATE_")), "_", "-")
+}
+
+// configFields lists the struct fields of serveConfig with their variable names.
+func configFields() []reflect.StructField {
+	t := reflect.TypeFor[serveConfig]()
+	fields := make([]reflect.StructField, 0, t.NumField())
+	for i := range t.NumField() {
+		fields = append(fields, t.Field(i))
+	}
+	return fields
+}
+
+func envName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return name
+}
+
+// addConfigFlags declares one string flag per variable; loadServeConfig applies the ones set.
+func addConfigFlags(fs *pflag.FlagSet) {
+	for _, f := range configFields() {
+		usage := f.Tag.Get("help") + " (env " + envName(f) + ")"
+		if d := f.Tag.Get("envDefault"); d != "" {
+			usage += " (default " + d + ")"
+		}
+		fs.String(flagName(envName(f)), "", usage)
+	}
+}
+
+// loadServeConfig reads the environment (lookup), lets set flags override it, and validates.
+// An error is one line naming the variable, the value and what is expected.
+func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (serveConfig, error) {
+	vars := map[string]string{}
+	for _, f := range configFields() {
+		name := envName(f)
+		if v, ok := lookup(name); ok {
+			vars[name] = v
+		}
+		if fs != nil {
+			if fl := fs.Lookup(flagName(name)); fl != nil && fl.Changed {
+				vars[name] = fl.Value.String()
+			}
+		}
+	}
+	var cfg serveConfig
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+		return cfg, explainEnvError(err, vars)
+	}
+	return cfg, cfg.validate()
+}
+
+// explainEnvError rewrites caarlos0/env's field-named errors into variable-named ones.
+func explainEnvError(err error, vars map[string]string) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) || len(agg.Errors) == 0 {
+		return err
+	}
+	var pe env.ParseError
+	if !errors.As(agg.Errors[0], &pe) {
+		return agg.Errors[0]
+	}
+	for _, f := range configFields() {
+		if f.Name == pe.Name {
+			name := envName(f)
+			return fmt.Errorf("%s=%q: expected %s", name, vars[name], expectedKind(f.Type))
+		}
+	}
+	return agg.Errors[0]
+}
+
+func expectedKind(t reflect.Type) string {
+	switch t {
+	case reflect.TypeFor[time.Duration]():
+		return `a duration such as "5s" or "1m"`
+	case reflect.TypeFor[bool]():
+		return "true or false"
+	case reflect.TypeFor[int]():
+		return "a whole number"
+	}
+	return "a " + t.String()
+}
+
+func (c serveConfig) validate() error {
+	bad := func(name, value, expected string) error {
+		return fmt.Errorf("%s=%q: expected %s", name, value, expected)
+	}
+	orgs := c.GitHubOrgs[:0:0]
+	for _, o := range c.GitHubOrgs {
+		if o = strings.TrimSpace(o); o != "" {
+			orgs = append(orgs, o)
+		}
+	}
+	switch {
+	case len(orgs) == 0:
+		return bad("OCTOGATE_GITHUB_ORGS", strings.Join(c.GitHubOrgs, ","), `a comma list of GitHub orgs (or "*" for any GitHub user); it is required`)
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return bad("OCTOGATE_TLS_KEY_FILE", c.TLSKeyFile, "to be set together with OCTOGATE_TLS_CERT_FILE (both or neither)")
+	case c.GitHubTimeout <= 0:
+		return bad("OCTOGATE_GITHUB_TIMEOUT", c.GitHubTimeout.String(), "a positive duration")
+	case c.TokenCacheTTL <= 0:
+		return bad("OCTOGATE_TOKEN_CACHE_TTL", c.TokenCacheTTL.String(), "a positive duration (keep it below the apiserver's 2m)")
+	case c.TokenCacheNegativeTTL < 0:
+		return bad("OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL", c.TokenCacheNegativeTTL.String(), "a duration of 0 or more")
+	case c.TokenCacheSize <= 0:
+		return bad("OCTOGATE_TOKEN_CACHE_SIZE", fmt.Sprint(c.TokenCacheSize), "a positive number")
+	case c.MaxInflight <= 0:
+		return bad("OCTOGATE_MAX_INFLIGHT", fmt.Sprint(c.MaxInflight), "a positive number")
+	case c.ShutdownTimeout <= 0:
+		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return bad("OCTOGATE_LOG_FORMAT", c.LogFormat, "text or json")
+	case c.OwnerClusterRole == "":
+		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
+	}
+	return nil
+}
+
+// newLogger builds the process logger in the configured format, on stderr.
+func newLogger(format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
