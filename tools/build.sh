@@ -1,24 +1,13 @@
 #!/usr/bin/env bash
 # Builds the pinned kube-apiserver, kube-controller-manager, kubectl, etcd and helm into bin/k8s/.
-# Versions come from tools/go.mod; the binaries are rebuilt only when go.mod, go.sum or this
-# script change. The first build takes several minutes on 2 cores.
+# Versions come from tools/go.mod. Each binary is rebuilt only when go.mod, go.sum or its own
+# build flags change (bin/k8s/.NAME.stamp). The first build takes 10-20 minutes on 2 cores.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 out=${OCTOGATE_K8S_BIN:-$root/bin/k8s}
 mkdir -p "$out"
-
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -d' ' -f1)
-tools=(kube-apiserver kube-controller-manager kubectl etcd helm)
-if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
-  missing=0
-  for t in "${tools[@]}"; do [ -x "$out/$t" ] || missing=1; done
-  if [ $missing = 0 ]; then
-    echo "tools: bin/k8s is up to date ($(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes))"
-    exit 0
-  fi
-fi
 
 cd "$here"
 version() { go list -m -f '{{.Version}}' "$1"; }
@@ -34,11 +23,20 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   kubeflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$now"
 done
 
+modsum=$(cat go.mod go.sum | sha256sum | cut -d' ' -f1)
+
 build() { # name package ldflags
-  local name=$1 pkg=$2 flags=$3 start=$SECONDS
+  local name=$1 pkg=$2 flags=$3 start=$SECONDS stamp
+  # buildDate changes every run; leave it out of what decides a rebuild.
+  stamp=$(printf '%s\n%s\n%s\n' "$modsum" "$pkg" "${flags//$now/}" | sha256sum | cut -d' ' -f1)
+  if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    echo "tools: $name is up to date"
+    return
+  fi
   echo "tools: building $name from $pkg ..."
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $flags" -o "$out/$name.new" "$pkg"
   mv "$out/$name.new" "$out/$name"
+  echo "$stamp" > "$out/.$name.stamp"
   echo "tools: built $name in $((SECONDS - start))s"
 }
 
@@ -46,7 +44,12 @@ build etcd go.etcd.io/etcd/server/v3 "-X go.etcd.io/etcd/api/v3/version.GitSHA=$
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kubeflags"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kubeflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kubeflags"
-build helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm"
+helmflags="-X helm.sh/helm/v3/internal/version.version=$helm"
+# helm's own Makefile sets the Kubernetes version it assumes for `helm template` and lint.
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helmflags+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+done
+build helm helm.sh/helm/v3/cmd/helm "$helmflags"
 
-echo "$stamp" > "$out/.stamp"
+touch "$out/.stamp"
 echo "tools: kubernetes $kube, etcd $etcd, helm $helm in $out"

@@ -1,0 +1,213 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "octogate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects. Kept to 40 characters so that suffixed names
+(e.g. -kube-apiserver-client) stay valid. */}}
+{{- define "octogate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "octogate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "octogate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "octogate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "octogate.labels" -}}
+helm.sh/chart: {{ include "octogate.chart" . }}
+{{ include "octogate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "octogate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "octogate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* github.orgs is the one value without a default: stop rendering with a message naming it. */}}
+{{- define "octogate.orgs" -}}
+{{- if not .Values.github.orgs }}
+{{- fail "github.orgs is required: list the GitHub organizations whose members may log in, e.g. --set 'github.orgs={acme}' (or --set 'github.orgs={*}' to admit any GitHub user)" }}
+{{- end }}
+{{- join "," .Values.github.orgs }}
+{{- end }}
+
+{{/* The Service's in-cluster DNS name, which kube-apiserver uses for admission webhooks. */}}
+{{- define "octogate.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "octogate.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/* Base URL kube-apiserver uses for /authenticate and /authorize. */}}
+{{- define "octogate.webhookURL" -}}
+{{- if .Values.kubeAPIServer.webhookURL }}
+{{- trimSuffix "/" .Values.kubeAPIServer.webhookURL }}
+{{- else if .Values.service.clusterIP }}
+{{- if contains ":" .Values.service.clusterIP }}
+{{- printf "https://[%s]:%d" .Values.service.clusterIP (int .Values.service.port) }}
+{{- else }}
+{{- printf "https://%s:%d" .Values.service.clusterIP (int .Values.service.port) }}
+{{- end }}
+{{- else }}
+{{- printf "https://%s:%d" (include "octogate.serviceHost" .) (int .Values.service.port) }}
+{{- end }}
+{{- end }}
+
+{{/* The host of octogate.webhookURL without port or brackets. */}}
+{{- define "octogate.webhookHost" -}}
+{{- $host := (urlParse (include "octogate.webhookURL" .)).host }}
+{{- if hasPrefix "[" $host }}
+{{- regexReplaceAll "^\\[(.*)\\](:[0-9]+)?$" $host "${1}" }}
+{{- else }}
+{{- regexReplaceAll ":[0-9]+$" $host "" }}
+{{- end }}
+{{- end }}
+
+{{/* Serving certificate SANs as {"dns": [...], "ips": [...]} in JSON. */}}
+{{- define "octogate.sans" -}}
+{{- $fullname := include "octogate.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $dns := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.%s" $fullname $ns .Values.clusterDomain) }}
+{{- $ips := list }}
+{{- if .Values.service.clusterIP }}
+{{- $ips = append $ips .Values.service.clusterIP }}
+{{- end }}
+{{- $host := include "octogate.webhookHost" . }}
+{{- if regexMatch "^[0-9.]+$|:" $host }}
+{{- $ips = append $ips $host }}
+{{- else }}
+{{- $dns = append $dns $host }}
+{{- end }}
+{{- $dns = concat $dns .Values.certs.extraDNSNames | uniq }}
+{{- $ips = concat $ips .Values.certs.extraIPs | uniq }}
+{{- dict "dns" $dns "ips" $ips | toJson }}
+{{- end }}
+
+{{/* The webhook rules' matchConditions: requests of system:masters never reach octogate. */}}
+{{- define "octogate.admissionMatchConditions" -}}
+matchConditions:
+  - name: exclude-system-masters
+    expression: "!('system:masters' in request.userInfo.groups)"
+{{- end }}
+
+{{/* Does the pod need the config ConfigMap (default quota or GitHub CA)? */}}
+{{- define "octogate.hasConfig" -}}
+{{- if or .Values.github.caBundle (and .Values.ownership.enabled .Values.ownership.defaultQuota) }}true{{ end }}
+{{- end }}
+
+{{- define "octogate.policy" -}}
+{{- if .Values.policy }}
+{{- merge (deepCopy .Values.policy) (dict "apiVersion" "octogate.dev/v1alpha1" "kind" "AuthorizationPolicy") | toYaml }}
+{{- end }}
+{{- end }}
+
+{{/* A kubeconfig for kube-apiserver to call octogate at .server with the client cert.
+Arguments: dict "server" "ca" "cert" "key" (PEM strings). */}}
+{{- define "octogate.webhookKubeconfig" -}}
+apiVersion: v1
+kind: Config
+clusters:
+  - name: octogate
+    cluster:
+      server: {{ .server }}
+      certificate-authority-data: {{ .ca | b64enc }}
+users:
+  - name: kube-apiserver
+    user:
+      client-certificate-data: {{ .cert | b64enc }}
+      client-key-data: {{ .key | b64enc }}
+contexts:
+  - name: octogate
+    context:
+      cluster: octogate
+      user: kube-apiserver
+current-context: octogate
+{{- end }}
+
+{{/* The kubeconfig a WebhookAdmissionConfiguration reads: its user is named after the
+webhook's host:port, which is how kube-apiserver picks the client cert to present.
+Arguments: dict "host" "cert" "key". */}}
+{{- define "octogate.admissionKubeconfig" -}}
+apiVersion: v1
+kind: Config
+users:
+  - name: {{ .host | quote }}
+    user:
+      client-certificate-data: {{ .cert | b64enc }}
+      client-key-data: {{ .key | b64enc }}
+{{- end }}
+
+{{/* AuthorizationConfiguration for kube-apiserver --authorization-config: Node, then octogate
+(so that a Deny rule can override RBAC), then RBAC. system: users never reach octogate.
+https://kubernetes.io/docs/reference/access-authn-authz/authorization/#using-configuration-file-for-authorization */}}
+{{- define "octogate.authorizationConfig" -}}
+apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+  - type: Node
+    name: node
+  - type: Webhook
+    name: octogate
+    webhook:
+      timeout: {{ .Values.kubeAPIServer.authorization.timeout }}
+      authorizedTTL: {{ .Values.kubeAPIServer.authorization.authorizedTTL }}
+      unauthorizedTTL: {{ .Values.kubeAPIServer.authorization.unauthorizedTTL }}
+      subjectAccessReviewVersion: v1
+      matchConditionSubjectAccessReviewVersion: v1
+      failurePolicy: NoOpinion
+      connectionInfo:
+        type: KubeConfigFile
+        kubeConfigFile: {{ .Values.kubeAPIServer.configDir }}/authz.kubeconfig
+      matchConditions:
+        - expression: "!request.user.startsWith('system:')"
+        - expression: "!has(request.groups) || !('system:masters' in request.groups)"
+  - type: RBAC
+    name: rbac
+{{- end }}
+
+{{/* AdmissionConfiguration for kube-apiserver --admission-control-config-file: the client
+certificate kube-apiserver presents to the admission webhooks.
+https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#authenticate-apiservers */}}
+{{- define "octogate.admissionConfig" -}}
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: {{ .Values.kubeAPIServer.configDir }}/admission.kubeconfig
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: {{ .Values.kubeAPIServer.configDir }}/admission.kubeconfig
+{{- end }}
+
+{{/* The kube-apiserver flags an operator adds, one per line. */}}
+{{- define "octogate.apiserverFlags" -}}
+--authentication-token-webhook-config-file={{ .Values.kubeAPIServer.configDir }}/authn.kubeconfig
+--authentication-token-webhook-version=v1
+--authorization-config={{ .Values.kubeAPIServer.configDir }}/authorization-config.yaml
+{{- if .Values.clientAuth.enabled }}
+--admission-control-config-file={{ .Values.kubeAPIServer.configDir }}/admission-config.yaml
+{{- end }}
+{{- end }}

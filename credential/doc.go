@@ -1,0 +1,18 @@
+// Package credential owns how a person's kubectl gets a GitHub token to present to a cluster
+// that runs octogate.
+//
+// It speaks two client-side APIs:
+//   - the kubectl exec credential plugin protocol, client.authentication.k8s.io/v1 (and v1beta1)
+//     ExecCredential: the request comes in the KUBERNETES_EXEC_INFO environment variable, the
+//     answer goes to stdout, prompts go to stderr
+//     (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins);
+//   - the GitHub OAuth device flow, RFC 8628 as GitHub serves it at /login/device/code and
+//     /login/oauth/access_token
+//     (https://docs.github.com/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#device-flow),
+//     through golang.org/x/oauth2.
+//
+// A token is taken from, in order: GITHUB_TOKEN, `gh auth token`, this package's per-user cache
+// of an earlier device-flow token, and finally a new device flow. It also renders the user
+// kubeconfig (kubeconfig v1, k8s.io/client-go/tools/clientcmd) whose user runs
+// `octogate credential`.
+package credential

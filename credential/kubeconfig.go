@@ -1,0 +1,114 @@
+package credential
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// InstallHint is shown by kubectl when the exec command cannot be found.
+const InstallHint = "octogate is needed to log in to this cluster with GitHub: install it and run `octogate kubeconfig user` again (see the \"Log in with kubectl\" section of octogate's README)"
+
+// UserKubeconfig describes a kubeconfig for a person who logs in with GitHub.
+type UserKubeconfig struct {
+	// Server is the kube-apiserver URL (https://host:port). Required.
+	Server string
+	// CAData is the PEM CA bundle that signs the kube-apiserver's serving certificate. Required.
+	CAData []byte
+	// Cluster, User and Context name the kubeconfig entries; default "octogate", "github",
+	// and Cluster's value.
+	Cluster, User, Context string
+	// Command is the absolute path of the octogate binary the exec plugin runs. Required.
+	Command string
+	// ClientID and GitHubURL are passed to `octogate credential` as --client-id and
+	// --github-url when set (GitHubURL only when it is not DefaultGitHubURL).
+	ClientID, GitHubURL string
+}
+
+// Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
+// whose exec plugin runs `Command credential` with apiVersion client.authentication.k8s.io/v1,
+// interactiveMode IfAvailable and provideClusterInfo false, and one context, set as current.
+// Errors name the bad field.
+// Source: https://kubernetes.io/docs/reference/access-authn-authz/authentication/#configuration
+func (k UserKubeconfig) Render() ([]byte, error) {
+	if err := k.validate(); err != nil {
+		return nil, err
+	}
+	if k.Cluster == "" {
+		k.Cluster = "octogate"
+	}
+	if k.User == "" {
+		k.User = "github"
+	}
+	if k.Context == "" {
+		k.Context = k.Cluster
+	}
+	args := []string{"credential"}
+	if k.ClientID != "" {
+		args = append(args, "--client-id", k.ClientID)
+	}
+	if k.GitHubURL != "" && k.GitHubURL != DefaultGitHubURL {
+		args = append(args, "--github-url", k.GitHubURL)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
+	cfg.AuthInfos[k.User] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion:         ExecAPIVersionV1,
+		Command:            k.Command,
+		Args:               args,
+		InstallHint:        InstallHint,
+		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,
+		ProvideClusterInfo: false,
+	}}
+	cfg.Contexts[k.Context] = &clientcmdapi.Context{Cluster: k.Cluster, AuthInfo: k.User}
+	cfg.CurrentContext = k.Context
+	return clientcmd.Write(*cfg)
+}
+
+func (k UserKubeconfig) validate() error {
+	u, err := url.Parse(k.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("server %q: want an https URL such as https://kube.example.com:6443", k.Server)
+	}
+	if err := checkPEMCerts(k.CAData); err != nil {
+		return fmt.Errorf("ca: %w", err)
+	}
+	if k.Command == "" || !filepath.IsAbs(k.Command) {
+		return fmt.Errorf("command %q: want the absolute path of the octogate binary", k.Command)
+	}
+	if k.GitHubURL != "" {
+		if _, err := parseGitHubURL(k.GitHubURL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPEMCerts accepts one or more PEM CERTIFICATE blocks that parse as X.509 and nothing else.
+func checkPEMCerts(b []byte) error {
+	n := 0
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("found a PEM %q block, want only CERTIFICATE blocks", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("certificate %d: %w", n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no PEM CERTIFICATE block")
+	}
+	return nil
+}
