@@ -37,7 +37,8 @@ type serveConfig struct {
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
-	MaxInflight             int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After"`
+	MaxInflight             int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After; 0: max(64, 32 x GOMAXPROCS)"`
+	ShutdownDelay           time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
 	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
 }
 
@@ -91,7 +92,20 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		return cfg, explainEnvError(err, vars)
 	}
+	cfg.GitHubOrgs = trimList(cfg.GitHubOrgs)
+	cfg.AdminGroups = trimList(cfg.AdminGroups)
 	return cfg, cfg.validate()
+}
+
+// trimList drops blank items and the spaces around the others ("acme, umbrella,").
+func trimList(items []string) []string {
+	out := items[:0:0]
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // explainEnvError rewrites caarlos0/env's field-named errors into variable-named ones.
@@ -129,14 +143,8 @@ func (c serveConfig) validate() error {
 	bad := func(name, value, expected string) error {
 		return fmt.Errorf("%s=%q: expected %s", name, value, expected)
 	}
-	orgs := c.GitHubOrgs[:0:0]
-	for _, o := range c.GitHubOrgs {
-		if o = strings.TrimSpace(o); o != "" {
-			orgs = append(orgs, o)
-		}
-	}
 	switch {
-	case len(orgs) == 0:
+	case len(c.GitHubOrgs) == 0:
 		return bad("OCTOGATE_GITHUB_ORGS", strings.Join(c.GitHubOrgs, ","), `a comma list of GitHub orgs (or "*" for any GitHub user); it is required`)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return bad("OCTOGATE_TLS_KEY_FILE", c.TLSKeyFile, "to be set together with OCTOGATE_TLS_CERT_FILE (both or neither)")
@@ -148,8 +156,10 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL", c.TokenCacheNegativeTTL.String(), "a duration of 0 or more")
 	case c.TokenCacheSize <= 0:
 		return bad("OCTOGATE_TOKEN_CACHE_SIZE", fmt.Sprint(c.TokenCacheSize), "a positive number")
-	case c.MaxInflight <= 0:
-		return bad("OCTOGATE_MAX_INFLIGHT", fmt.Sprint(c.MaxInflight), "a positive number")
+	case c.MaxInflight < 0:
+		return bad("OCTOGATE_MAX_INFLIGHT", fmt.Sprint(c.MaxInflight), "0 (automatic) or a positive number")
+	case c.ShutdownDelay < 0:
+		return bad("OCTOGATE_SHUTDOWN_DELAY", c.ShutdownDelay.String(), "a duration of 0 or more")
 	case c.ShutdownTimeout <= 0:
 		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	case c.LogFormat != "text" && c.LogFormat != "json":

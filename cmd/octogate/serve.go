@@ -51,6 +51,8 @@ of the same name that overrides it.`,
 // serve wires the components from cfg and runs them until ctx is done or one fails.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	registry := ctrlmetrics.Registry
+	// controller-runtime pieces (certwatcher, the manager) log through logr.
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
 	server, err := webhooks.New(webhooks.Config{
 		Listen:          cfg.Listen,
@@ -58,6 +60,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		TLSKeyFile:      cfg.TLSKeyFile,
 		ClientCAFile:    cfg.ClientCAFile,
 		MaxInflight:     cfg.MaxInflight,
+		ShutdownDelay:   cfg.ShutdownDelay,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          log,
 		Registerer:      registry,
@@ -144,7 +147,6 @@ func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
 		}
 		quota = spec
 	}
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",

@@ -1,0 +1,149 @@
+package certs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// File names written by Set.WriteDir and read by ReadDir. tls.crt/tls.key match the keys of a
+// Kubernetes TLS Secret, so the directory can be loaded with
+// `kubectl create secret generic --from-file=DIR`.
+const (
+	CACertFile      = "ca.crt"
+	CAKeyFile       = "ca.key"
+	ServingCertFile = "tls.crt"
+	ServingKeyFile  = "tls.key"
+	ClientCertFile  = "client.crt"
+	ClientKeyFile   = "client.key"
+)
+
+// Set is everything `octogate certs init` writes: a CA, the webhook server's serving
+// certificate and kube-apiserver's client certificate, both issued by that CA.
+type Set struct {
+	CA      KeyPair
+	Serving KeyPair
+	Client  KeyPair
+}
+
+// Generate makes a new CA ("octogate-ca"), a serving certificate for hosts (see
+// CA.IssueServing) and a client certificate with CN DefaultClientCommonName.
+func Generate(hosts []string) (*Set, error) {
+	ca, err := NewCA("octogate-ca")
+	if err != nil {
+		return nil, err
+	}
+	serving, err := ca.IssueServing(hosts)
+	if err != nil {
+		return nil, err
+	}
+	client, err := ca.IssueClient(DefaultClientCommonName)
+	if err != nil {
+		return nil, err
+	}
+	return &Set{CA: ca.KeyPair, Serving: serving, Client: client}, nil
+}
+
+// WriteDir writes the set into dir (created with mode 0755 if missing): certificates with mode
+// 0644, private keys with mode 0600. Unless overwrite is true it writes nothing and returns an
+// error naming the files when any of them already exists. Each file is written to a temporary
+// name and renamed into place, so a reader (or a file watcher) never sees half a file.
+// It returns the paths written, in a fixed order.
+func (s *Set) WriteDir(dir string, overwrite bool) ([]string, error) {
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{CACertFile, s.CA.CertPEM, 0o644},
+		{CAKeyFile, s.CA.KeyPEM, 0o600},
+		{ServingCertFile, s.Serving.CertPEM, 0o644},
+		{ServingKeyFile, s.Serving.KeyPEM, 0o600},
+		{ClientCertFile, s.Client.CertPEM, 0o644},
+		{ClientKeyFile, s.Client.KeyPEM, 0o600},
+	}
+	if !overwrite {
+		var existing []string
+		for _, f := range files {
+			_, err := os.Lstat(filepath.Join(dir, f.name))
+			switch {
+			case err == nil:
+				existing = append(existing, f.name)
+			case !errors.Is(err, fs.ErrNotExist):
+				return nil, fmt.Errorf("certs: %w", err)
+			}
+		}
+		if len(existing) > 0 {
+			return nil, fmt.Errorf("certs: %s already has %s; refusing to overwrite (use --force to replace them)",
+				dir, strings.Join(existing, ", "))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	paths := make([]string, 0, len(files))
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		if err := writeFileAtomic(p, f.data, f.mode); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	name := tmp.Name()
+	defer os.Remove(name) // no-op once renamed
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("certs: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("certs: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("certs: write %s: %w", path, err)
+	}
+	if err := os.Rename(name, path); err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	return nil
+}
+
+// WebhookFiles is what a webhook kubeconfig embeds: the CA that signed the serving
+// certificate and the client certificate kube-apiserver presents.
+type WebhookFiles struct {
+	CACertPEM     []byte
+	ClientCertPEM []byte
+	ClientKeyPEM  []byte
+}
+
+// ReadWebhookFiles reads ca.crt, client.crt and client.key from dir (as written by WriteDir).
+// Errors name the missing or unreadable file.
+func ReadWebhookFiles(dir string) (WebhookFiles, error) {
+	var wf WebhookFiles
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{
+		{CACertFile, &wf.CACertPEM},
+		{ClientCertFile, &wf.ClientCertPEM},
+		{ClientKeyFile, &wf.ClientKeyPEM},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return WebhookFiles{}, fmt.Errorf("certs: %w (run `octogate certs init --dir %s` first)", err, dir)
+		}
+		*f.dst = b
+	}
+	return wf, nil
+}

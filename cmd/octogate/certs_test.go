@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// runCertsCmd runs the octogate command line with args and returns stdout, stderr and the
+// error Execute returned.
+func runCertsCmd(args ...string) (string, string, error) {
+	var stdout, stderr bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	err := root.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+func TestCertsInitAndWebhookKubeconfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+
+	t.Run("certs init writes the six files", func(t *testing.T) {
+		out, _, err := runCertsCmd("certs", "init", "--dir", dir, "--hosts", "127.0.0.1,localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"ca.crt", "ca.key", "tls.crt", "tls.key", "client.crt", "client.key"} {
+			if !strings.Contains(out, filepath.Join(dir, f)) {
+				t.Errorf("output does not list %s:\n%s", f, out)
+			}
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Run("certs init refuses to overwrite without --force", func(t *testing.T) {
+		_, _, err := runCertsCmd("certs", "init", "--dir", dir, "--hosts", "127.0.0.1")
+		if err == nil || !strings.Contains(err.Error(), "--force") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("certs init overwrites with --force", func(t *testing.T) {
+		if _, _, err := runCertsCmd("certs", "init", "--dir", dir, "--hosts", "127.0.0.1", "--force"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("certs init names a bad host", func(t *testing.T) {
+		_, _, err := runCertsCmd("certs", "init", "--dir", t.TempDir(), "--hosts", "https://x")
+		if err == nil || !strings.HasPrefix(err.Error(), "--hosts: ") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, kind, wantServer, wantUser string
+	}{
+		{"authn kubeconfig points at /authenticate", "authn", "https://127.0.0.1:8443/authenticate", "kube-apiserver"},
+		{"authz kubeconfig points at /authorize", "authz", "https://127.0.0.1:8443/authorize", "kube-apiserver"},
+		{"admission kubeconfig has the host:port user", "admission", "", "127.0.0.1:8443"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runCertsCmd("kubeconfig", "webhook", "--kind", tc.kind, "--server", "https://127.0.0.1:8443", "--certs-dir", dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := clientcmd.Load([]byte(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := cfg.AuthInfos[tc.wantUser]; !ok {
+				t.Errorf("no user %q in\n%s", tc.wantUser, out)
+			}
+			if tc.wantServer != "" {
+				if c := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]; c.Server != tc.wantServer {
+					t.Errorf("server = %s, want %s", c.Server, tc.wantServer)
+				}
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown kind is named", []string{"--kind", "mutate", "--server", "https://127.0.0.1:8443", "--certs-dir", dir}, "--kind: "},
+		{"a server with a path is named", []string{"--kind", "authn", "--server", "https://127.0.0.1:8443/authenticate", "--certs-dir", dir}, "--server: "},
+		{"a plain http server is named", []string{"--kind", "authn", "--server", "http://127.0.0.1:8443", "--certs-dir", dir}, "--server: "},
+		{"an empty certs dir is named", []string{"--kind", "authn", "--server", "https://127.0.0.1:8443", "--certs-dir", t.TempDir()}, "--certs-dir: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runCertsCmd(append([]string{"kubeconfig", "webhook"}, tc.args...)...)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to start with %q", err, tc.want)
+			}
+			if out != "" {
+				t.Errorf("stdout on failure: %q", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/octogate/octogate/credential"
+	"github.com/octogate/octogate/internal/githubapi"
+)
+
+// syncBuffer is a stderr that, once the device-flow prompt names the user code, calls onCode
+// (as the person approving or denying it on GitHub would).
+type syncBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	onCode func(string)
+	fired  bool
+}
+
+var codeRE = regexp.MustCompile(`enter the code ([A-Z0-9]{4}-[A-Z0-9]{4})`)
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	b.buf.Write(p)
+	m := codeRE.FindSubmatch(b.buf.Bytes())
+	fire := m != nil && !b.fired && b.onCode != nil
+	b.fired = b.fired || fire
+	b.mu.Unlock()
+	if fire {
+		b.onCode(string(m[1]))
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runOctogate runs the root command with args and returns stdout, stderr and the exit code
+// main would use.
+func runOctogate(t *testing.T, stderr *syncBuffer, args ...string) (string, int) {
+	t.Helper()
+	var stdout bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&stdout)
+	root.SetErr(stderr)
+	code := 0
+	if err := root.Execute(); err != nil {
+		code = exitCode(err)
+	}
+	return stdout.String(), code
+}
+
+// isolate gives the test an empty PATH (no gh), its own cache directory and no token.
+func isolate(t *testing.T) string {
+	t.Helper()
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(envGitHubToken, "")
+	t.Setenv(envOAuthClientID, "")
+	t.Setenv(envGitHubURL, "")
+	t.Setenv(envExecInfo, `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}`)
+	return cache
+}
+
+func TestCredentialCommand(t *testing.T) {
+	const envToken = "ghp_fromtheenvironment0000000000000000"
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	if err := gh.Load(githubapi.Fixture{
+		Users:  []githubapi.User{{Login: "octocat"}},
+		Device: &githubapi.DeviceFlow{ClientID: "Iv1.cmdtest"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name      string
+		setup     func(t *testing.T, cache string)
+		onCode    func(code string) error
+		wantCode  int
+		wantOut   string // substring of stdout
+		wantErr   string // substring of the last stderr line
+		secretNot string // must not be on stderr
+	}{
+		{name: "GITHUB_TOKEN gives an ExecCredential on stdout and nothing on stderr",
+			setup:   func(t *testing.T, _ string) { t.Setenv(envGitHubToken, envToken) },
+			wantOut: `"token":"` + envToken + `"`, secretNot: envToken},
+		{name: "unknown exec API version is refused",
+			setup: func(t *testing.T, _ string) {
+				t.Setenv(envGitHubToken, envToken)
+				t.Setenv(envExecInfo, `{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1alpha1"}`)
+			},
+			wantCode: 1, wantErr: `KUBERNETES_EXEC_INFO asks for apiVersion "client.authentication.k8s.io/v1alpha1"`, secretNot: envToken},
+		{name: "no token source and no client id",
+			wantCode: 1, wantErr: "no GitHub token: set GITHUB_TOKEN"},
+		{name: "device flow approved through the stand-in",
+			setup: func(t *testing.T, _ string) {
+				t.Setenv(envGitHubURL, gh.URL())
+				t.Setenv(envOAuthClientID, "Iv1.cmdtest")
+			},
+			onCode:  func(code string) error { return gh.ApproveDevice(code, "octocat") },
+			wantOut: `"token":"gho_`},
+		{name: "device flow denied",
+			setup: func(t *testing.T, _ string) {
+				t.Setenv(envGitHubURL, gh.URL())
+				t.Setenv(envOAuthClientID, "Iv1.cmdtest")
+			},
+			onCode:   func(code string) error { return gh.DenyDevice(code) },
+			wantCode: 1, wantErr: "GitHub login was denied"},
+		{name: "device code expired",
+			setup: func(t *testing.T, _ string) {
+				t.Setenv(envGitHubURL, gh.URL())
+				t.Setenv(envOAuthClientID, "Iv1.cmdtest")
+			},
+			onCode:   func(code string) error { return gh.ExpireDevice(code) },
+			wantCode: 1, wantErr: "the GitHub device code expired"},
+		{name: "corrupt cache file",
+			setup: func(t *testing.T, cache string) {
+				t.Setenv(envGitHubURL, gh.URL())
+				t.Setenv(envOAuthClientID, "Iv1.cmdtest")
+				p, err := credential.New(credential.Config{GitHubURL: gh.URL(), ClientID: "Iv1.cmdtest"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(p.CachePath(), cache) {
+					t.Fatalf("cache %s not under XDG_CACHE_HOME %s", p.CachePath(), cache)
+				}
+				_ = os.MkdirAll(filepath.Dir(p.CachePath()), 0o700)
+				if err := os.WriteFile(p.CachePath(), []byte(`{"accessToken":"gho_halfwritten`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantCode: 1, wantErr: "token cache is corrupt", secretNot: "gho_halfwritten"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := isolate(t)
+			if tt.setup != nil {
+				tt.setup(t, cache)
+			}
+			stderr := &syncBuffer{}
+			if tt.onCode != nil {
+				stderr.onCode = func(code string) {
+					if err := tt.onCode(code); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			stdout, code := runOctogate(t, stderr, "credential")
+			if code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+			}
+			if !strings.Contains(stdout, tt.wantOut) {
+				t.Errorf("stdout = %q, want %q", stdout, tt.wantOut)
+			}
+			errOut := stderr.String()
+			if tt.wantCode == 0 {
+				var ec struct{ Status struct{ Token string } }
+				if err := json.Unmarshal([]byte(stdout), &ec); err != nil || ec.Status.Token == "" {
+					t.Fatalf("stdout is not an ExecCredential: %v", err)
+				}
+				if strings.Contains(errOut, ec.Status.Token) {
+					t.Error("the token is on stderr")
+				}
+			} else {
+				if stdout != "" {
+					t.Errorf("stdout = %q, want nothing on failure", stdout)
+				}
+				lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+				last := lines[len(lines)-1]
+				if !strings.Contains(last, tt.wantErr) {
+					t.Errorf("last stderr line = %q, want %q", last, tt.wantErr)
+				}
+				for _, l := range lines[:len(lines)-1] {
+					if !strings.HasPrefix(l, "octogate: ") {
+						t.Errorf("stderr has more than the prompt and one error line: %q", errOut)
+					}
+				}
+			}
+			if tt.secretNot != "" && strings.Contains(errOut, tt.secretNot) {
+				t.Errorf("stderr shows a token: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestKubeconfigUserCommand(t *testing.T) {
+	ca := filepath.Join("..", "..", "credential", "testdata", "ca.crt")
+	t.Run("prints a kubeconfig that runs this binary's credential command", func(t *testing.T) {
+		stderr := &syncBuffer{}
+		out, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,
+			"--context", "dev", "--client-id", "Iv1.abc")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		cfg, err := clientcmd.Load([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, _ := os.Executable()
+		u := cfg.AuthInfos[cfg.Contexts["dev"].AuthInfo]
+		if cfg.CurrentContext != "dev" || u.Exec == nil || u.Exec.Command != exe ||
+			strings.Join(u.Exec.Args, " ") != "credential --client-id Iv1.abc" {
+			t.Errorf("kubeconfig:\n%s", out)
+		}
+	})
+	t.Run("a missing CA file is named", func(t *testing.T) {
+		stderr := &syncBuffer{}
+		_, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", "/nonexistent/ca.crt")
+		if code == 0 || !strings.Contains(stderr.String(), "--ca") {
+			t.Errorf("exit %d, stderr %q", code, stderr)
+		}
+	})
+}

@@ -1,0 +1,18 @@
+// Package webhooks owns octogate's one HTTPS server: the chi router every webhook is mounted
+// on, TLS (1.2+, serving certificate hot-reloaded from files with controller-runtime's
+// certwatcher, or an in-memory self-signed one for development), the client-certificate
+// check kube-apiserver's mTLS needs, and the per-request plumbing every webhook shares: the
+// 1 MiB body limit, the max-in-flight limit, panic recovery, one slog line and Prometheus
+// metrics per request, and /healthz, /readyz and /metrics.
+//
+// It speaks plain HTTP semantics only; the review APIs (TokenReview, SubjectAccessReview,
+// AdmissionReview) belong to the handlers mounted with Server.Handle. A handler reports what
+// it decided with Record and answers undecodable requests with WriteError.
+//
+// Kubernetes facts it relies on:
+//   - kube-apiserver retries webhook calls answered 429 and reads Retry-After
+//     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/).
+//   - A Secret or ConfigMap volume is updated by swapping the `..data` symlink
+//     (https://kubernetes.io/docs/concepts/configuration/secret/#mounted-secrets-are-updated-automatically),
+//     which certwatcher follows by re-watching and polling.
+package webhooks

@@ -1,0 +1,5 @@
+//go:build !race
+
+package webhooks_test
+
+const raceEnabled = false
