@@ -244,6 +244,7 @@ func TestDefaults(t *testing.T) {
 			"OCTOGATE_CONTROLLER":               "true",
 			"OCTOGATE_LEADER_ELECT":             "true",
 			"OCTOGATE_LOG_FORMAT":               "text",
+			"OCTOGATE_SHUTDOWN_DELAY":           "5s",
 		}
 		got := envMap(c)
 		for k, v := range want {
