@@ -1,0 +1,207 @@
+package tokenreview
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures New. Zero durations and sizes take the DESIGN.md defaults.
+type Config struct {
+	// GitHubAPIURL is the REST base: https://api.github.com/ (default) or a GitHub Enterprise
+	// Server https://HOST/api/v3/ ("/api/v3/" is added when missing and the host is not api.*).
+	GitHubAPIURL string
+	// GitHubCAFile is a PEM bundle trusted for GitHubAPIURL in addition to the system roots.
+	GitHubCAFile string
+	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS): a user must be an active member of one,
+	// compared case-insensitively. "*" admits any GitHub user; required.
+	Orgs []string
+	// Timeout bounds each GitHub call (default 5s).
+	Timeout time.Duration
+	// UsernamePrefix prefixes usernames and groups. Empty means the default "github:"; "-"
+	// means no prefix.
+	UsernamePrefix string
+	// CacheTTL is how long an identity is served without asking GitHub (default 60s).
+	CacheTTL time.Duration
+	// NegativeTTL is how long a refusal is served without asking GitHub (default 10s).
+	NegativeTTL time.Duration
+	// CacheSize bounds the cached tokens (LRU; default 10000).
+	CacheSize int
+	// Logger receives GitHub failures (never a token). Nil: discard.
+	Logger *slog.Logger
+	// Registerer receives the octogate_github_* and octogate_token_cache_* metrics. Nil: not
+	// registered.
+	Registerer prometheus.Registerer
+}
+
+// Defaults from DESIGN.md "Configuration".
+const (
+	DefaultGitHubAPIURL   = "https://api.github.com/"
+	DefaultTimeout        = 5 * time.Second
+	DefaultUsernamePrefix = "github:"
+	DefaultCacheTTL       = 60 * time.Second
+	DefaultNegativeTTL    = 10 * time.Second
+	DefaultCacheSize      = 10000
+	// StaleFor is the longest an identity is served, past CacheTTL, while GitHub is unavailable.
+	StaleFor = 10 * time.Minute
+)
+
+// GitHub org logins: letters, digits and single inner hyphens, at most 39 characters
+// (https://docs.github.com/organizations). Anything else would change the request path.
+var orgLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
+
+// New builds the /authenticate handler: GitHub lookups behind the token cache. Errors name the
+// Config field that is wrong.
+func New(cfg Config) (*Handler, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	gh, err := newGitHub(cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCache(cfg, gh, m, logger)
+	if err != nil {
+		return nil, err
+	}
+	return NewHandler(c, logger), nil
+}
+
+func orDefault[T comparable](name string, v, def T, valid func(T) bool) (T, error) {
+	var zero T
+	if v == zero {
+		return def, nil
+	}
+	if !valid(v) {
+		return zero, fmt.Errorf("tokenreview: %s %v: must be positive", name, v)
+	}
+	return v, nil
+}
+
+func positive[T time.Duration | int](v T) bool { return v > 0 }
+
+func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
+	raw := cfg.GitHubAPIURL
+	if raw == "" {
+		raw = DefaultGitHubAPIURL
+	}
+	base, err := apiBase(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tokenreview: GitHubAPIURL %q: %w", raw, err)
+	}
+	rules, err := newRules(cfg)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := orDefault("Timeout", cfg.Timeout, DefaultTimeout, positive)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 64
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.GitHubCAFile != "" {
+		pool, err := caPool(cfg.GitHubCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tokenreview: GitHubCAFile %q: %w", cfg.GitHubCAFile, err)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &gitHub{
+		base:      base,
+		transport: &meteredTransport{base: tr, basePath: base.Path, m: m},
+		timeout:   timeout,
+		rules:     rules,
+	}, nil
+}
+
+func newRules(cfg Config) (identityRules, error) {
+	r := identityRules{prefix: cfg.UsernamePrefix}
+	switch r.prefix {
+	case "":
+		r.prefix = DefaultUsernamePrefix
+	case "-":
+		r.prefix = ""
+	}
+	var named []string
+	for _, o := range cfg.Orgs {
+		o = strings.TrimSpace(o)
+		switch {
+		case o == "":
+			continue
+		case o == "*":
+			r.anyUser = true
+		case !orgLogin.MatchString(o):
+			return r, fmt.Errorf("tokenreview: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens) nor \"*\"", o)
+		default:
+			named = append(named, o)
+			r.orgs = append(r.orgs, strings.ToLower(o))
+		}
+	}
+	if len(named) == 0 && !r.anyUser {
+		return r, errors.New(`tokenreview: Orgs: empty; name at least one GitHub organization, or "*" to admit any GitHub user`)
+	}
+	r.orgsText = strings.Join(named, ", ")
+	if r.anyUser {
+		r.orgsText = "any GitHub user"
+	}
+	return r, nil
+}
+
+// apiBase normalises a REST base URL the way go-github's WithEnterpriseURLs does.
+func apiBase(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, errors.New("want an http(s) URL such as https://api.github.com/ or https://HOST/api/v3/")
+	}
+	if u.Host == "api.github.com" {
+		if !strings.HasSuffix(u.Path, "/") {
+			u.Path += "/"
+		}
+		return u, nil
+	}
+	c, err := newGitHubClient(http.DefaultClient, nil).WithEnterpriseURLs(u.String(), u.String())
+	if err != nil {
+		return nil, err
+	}
+	return c.BaseURL, nil
+}
+
+func caPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in file")
+	}
+	return pool, nil
+}
+
+// tokenKey is the cache key of a token: its SHA-256, so that no token is kept in memory
+// longer than a lookup.
+func tokenKey(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }

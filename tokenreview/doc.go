@@ -1,0 +1,14 @@
+// Package tokenreview owns POST /authenticate: it answers kube-apiserver's webhook token
+// authentication (TokenReview, authentication.k8s.io/v1 and v1beta1,
+// https://kubernetes.io/docs/reference/access-authn-authz/authentication/#webhook-token-authentication)
+// by looking the bearer token up as a GitHub token with the GitHub REST API (go-github).
+//
+// The Handler decodes the review, asks a Lookup for the Identity and encodes the answer in the
+// request's apiVersion. New wires the production Lookup: GitHub, behind a cache keyed by the
+// token's SHA-256 (LRU, positive and negative TTL, singleflight, stale identities while GitHub
+// fails, per-token rate-limit backoff).
+//
+// Decisions: an identity -> 200 authenticated:true; a refused token (ErrRefused) -> 200
+// authenticated:false with status.error (kube-apiserver caches it); GitHub unavailable
+// (ErrUnavailable) -> 503 with status.error (kube-apiserver retries and does not cache).
+package tokenreview

@@ -1,0 +1,281 @@
+package tokenreview
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v57/github"
+	"golang.org/x/oauth2"
+	"golang.org/x/sync/errgroup"
+)
+
+// gitHub is the Lookup that asks GitHub, with the token as the caller's credential:
+//   - GET /user (https://docs.github.com/rest/users/users#get-the-authenticated-user)
+//   - GET /user/memberships/orgs/{org} for each allowed org
+//     (https://docs.github.com/rest/orgs/members#get-an-organization-membership-for-the-authenticated-user)
+//   - GET /user/teams, every page
+//     (https://docs.github.com/rest/teams/teams#list-teams-for-the-authenticated-user)
+//
+// All of them start at once; the remaining team pages start as soon as the first page's Link
+// header names the last one.
+type gitHub struct {
+	base      *url.URL
+	transport http.RoundTripper // shared by every lookup: one connection pool
+	timeout   time.Duration
+	rules     identityRules
+}
+
+const (
+	teamsPerPage    = 100 // GitHub's maximum
+	teamPagesAtOnce = 4
+	userAgent       = "octogate"
+)
+
+func newGitHubClient(hc *http.Client, base *url.URL) *github.Client {
+	c := github.NewClient(hc)
+	c.UserAgent = userAgent
+	if base != nil {
+		c.BaseURL = base
+		c.UploadURL = base
+	}
+	return c
+}
+
+// client is a go-github client for one token. go-github remembers rate limits per client and
+// refuses calls until their reset, so a client must never be shared between tokens.
+func (g *gitHub) client(token string) *github.Client {
+	return newGitHubClient(&http.Client{Transport: &oauth2.Transport{
+		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}),
+		Base:   g.transport,
+	}}, g.base)
+}
+
+// Lookup asks GitHub who owns token and applies the org and naming rules.
+func (g *gitHub) Lookup(ctx context.Context, token string) (Identity, error) {
+	u, err := g.fetch(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	return g.rules.identity(u)
+}
+
+func (g *gitHub) fetch(ctx context.Context, token string) (githubUser, error) {
+	c := g.client(token)
+	eg, ctx := errgroup.WithContext(ctx)
+	var u githubUser
+	eg.Go(func() error {
+		cctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		gu, _, err := c.Users.Get(cctx, "")
+		if err != nil {
+			return g.classify("GET /user", err)
+		}
+		u.login, u.id = gu.GetLogin(), gu.GetID()
+		if u.login == "" {
+			return unavailable(nil, "GitHub answered GET /user without a login")
+		}
+		return nil
+	})
+	u.memberships = make([]membership, len(g.rules.orgs))
+	for i, org := range g.rules.orgs {
+		eg.Go(func() error {
+			m, err := g.membership(ctx, c, org)
+			u.memberships[i] = m
+			return err
+		})
+	}
+	var pages [][]*github.Team
+	eg.Go(func() (err error) {
+		pages, err = g.teams(ctx, c)
+		return err
+	})
+	if err := eg.Wait(); err != nil {
+		return u, err
+	}
+	for _, p := range pages {
+		for _, t := range p {
+			u.teams = append(u.teams, teamRef{org: t.GetOrganization().GetLogin(), slug: t.GetSlug()})
+		}
+	}
+	return u, nil
+}
+
+func (g *gitHub) membership(ctx context.Context, c *github.Client, org string) (membership, error) {
+	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	m := membership{org: org}
+	gm, _, err := c.Organizations.GetOrgMembership(cctx, "", org)
+	var er *github.ErrorResponse
+	switch {
+	case err == nil:
+		if login := gm.GetOrganization().GetLogin(); login != "" {
+			m.org = login
+		}
+		switch gm.GetState() {
+		case "active":
+			m.state = active
+		case "pending":
+			m.state = pending
+		}
+		return m, nil
+	case errors.As(err, &er) && er.Response.StatusCode == http.StatusNotFound:
+		return m, nil
+	case errors.As(err, &er) && er.Response.StatusCode == http.StatusForbidden && er.Response.Header.Get("X-GitHub-SSO") != "":
+		m.state = ssoRequired
+		m.ssoURL = ssoURL(er.Response.Header.Get("X-GitHub-SSO"))
+		return m, nil
+	}
+	return m, g.classify("GET /user/memberships/orgs/"+org, err)
+}
+
+// teams lists every page of GET /user/teams.
+func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team, error) {
+	page := func(n int) ([]*github.Team, *github.Response, error) {
+		cctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		ts, resp, err := c.Teams.ListUserTeams(cctx, &github.ListOptions{Page: n, PerPage: teamsPerPage})
+		if err != nil {
+			return nil, nil, g.classify("GET /user/teams", err)
+		}
+		return ts, resp, nil
+	}
+	first, resp, err := page(1)
+	if err != nil {
+		return nil, err
+	}
+	if resp.LastPage <= 1 {
+		pages := [][]*github.Team{first}
+		// Without rel="last", follow rel="next" one page at a time.
+		for next := resp.NextPage; next > 1 && len(pages) < 1000; {
+			ts, r, err := page(next)
+			if err != nil {
+				return nil, err
+			}
+			pages = append(pages, ts)
+			next = r.NextPage
+		}
+		return pages, nil
+	}
+	pages := make([][]*github.Team, resp.LastPage)
+	pages[0] = first
+	var eg errgroup.Group
+	eg.SetLimit(teamPagesAtOnce)
+	for n := 2; n <= resp.LastPage && n <= 1000; n++ {
+		eg.Go(func() (err error) {
+			pages[n-1], _, err = page(n)
+			return err
+		})
+	}
+	return pages, eg.Wait()
+}
+
+// ssoURL takes url=... out of "X-GitHub-SSO: required; url=https://github.com/orgs/acme/sso?..."
+// (https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#personal-access-tokens-and-saml-sso).
+func ssoURL(header string) string {
+	for part := range strings.SplitSeq(header, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "url="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// classify turns a go-github error into ErrRefused or ErrUnavailable with a message for
+// status.error. Rate limits become *RateLimitError with the time GitHub allows the next call.
+func (g *gitHub) classify(call string, err error) error {
+	var (
+		rl    *github.RateLimitError
+		abuse *github.AbuseRateLimitError
+		er    *github.ErrorResponse
+	)
+	switch {
+	case errors.As(err, &rl):
+		reset := rl.Rate.Reset.Time
+		if reset.IsZero() {
+			reset = time.Now().Add(time.Minute)
+		}
+		return &RateLimitError{Reset: reset}
+	case errors.As(err, &abuse):
+		wait := time.Minute
+		if abuse.RetryAfter != nil && *abuse.RetryAfter > 0 {
+			wait = *abuse.RetryAfter
+		}
+		return &RateLimitError{Reset: time.Now().Add(wait)}
+	case errors.As(err, &er) && er.Response != nil:
+		code := er.Response.StatusCode
+		switch {
+		case code == http.StatusTooManyRequests:
+			return &RateLimitError{Reset: retryAt(er.Response.Header)}
+		case code == http.StatusUnauthorized:
+			return refused("GitHub refused the token (401 %s): it is invalid, expired or revoked; get a new token and log in again", er.Message)
+		case code >= 500:
+			return unavailable(err, "GitHub answered %s with %d %s; try again shortly", call, code, http.StatusText(code))
+		case code == http.StatusForbidden && er.Response.Header.Get("X-GitHub-SSO") != "":
+			return refused("GitHub refused %s: the token is not authorized for an organization's SAML SSO (%s)", call, ssoURL(er.Response.Header.Get("X-GitHub-SSO")))
+		default:
+			return refused("GitHub refused %s with %d: %s (the token needs the read:user and read:org scopes)", call, code, er.Message)
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		return unavailable(err, "GitHub did not answer %s within %s; try again shortly", call, g.timeout)
+	default:
+		return unavailable(err, "GitHub is unreachable (%s): %v", call, err)
+	}
+}
+
+// retryAt reads Retry-After (seconds) or X-RateLimit-Reset (Unix seconds); a minute from now
+// when neither is there.
+func retryAt(h http.Header) time.Time {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s >= 0 {
+		return time.Now().Add(time.Duration(s) * time.Second)
+	}
+	if s, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil && s > 0 {
+		return time.Unix(s, 0)
+	}
+	return time.Now().Add(time.Minute)
+}
+
+// meteredTransport counts GitHub calls by route template and status code and keeps the last
+// X-RateLimit-Remaining in a gauge. Route templates keep org names and tokens out of labels.
+type meteredTransport struct {
+	base     http.RoundTripper
+	basePath string
+	m        *metrics
+}
+
+func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	code := "error"
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = "canceled" // another call of the same lookup failed first
+	case errors.Is(err, context.DeadlineExceeded):
+		code = "timeout"
+	case err == nil:
+		code = strconv.Itoa(resp.StatusCode)
+		if v := resp.Header.Get("X-RateLimit-Remaining"); v != "" {
+			if n, perr := strconv.Atoi(v); perr == nil {
+				t.m.rateRemaining.Set(float64(n))
+			}
+		}
+	}
+	t.m.githubRequests.WithLabelValues(endpoint(strings.TrimPrefix(req.URL.Path, t.basePath)), code).Inc()
+	return resp, err
+}
+
+func endpoint(path string) string {
+	switch path = strings.Trim(path, "/"); {
+	case path == "user":
+		return "/user"
+	case path == "user/teams":
+		return "/user/teams"
+	case strings.HasPrefix(path, "user/memberships/orgs/"):
+		return "/user/memberships/orgs/{org}"
+	default:
+		return "other"
+	}
+}

@@ -1,0 +1,188 @@
+package tokenreview
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/octogate/octogate/webhooks"
+)
+
+// API versions of TokenReview this handler speaks; the answer uses the request's.
+const (
+	APIVersionV1      = "authentication.k8s.io/v1"
+	APIVersionV1beta1 = "authentication.k8s.io/v1beta1"
+	kindTokenReview   = "TokenReview"
+)
+
+// Handler serves POST /authenticate (an http.Handler).
+type Handler struct {
+	lookup Lookup
+	log    *slog.Logger
+	// buffers hold request bodies and answers (a few hundred bytes each), reused across
+	// reviews.
+	buffers sync.Pool
+}
+
+// NewHandler answers TokenReviews with identities from l; New wires it to GitHub and the
+// cache. A nil logger discards.
+func NewHandler(l Lookup, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{lookup: l, log: logger}
+	h.buffers.New = func() any { return new(bytes.Buffer) }
+	return h
+}
+
+// review is the part of a TokenReview request the decision needs. v1 and v1beta1 have the
+// same spec shape (k8s.io/api/authentication/{v1,v1beta1} TokenReviewSpec).
+type review struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Spec       struct {
+		Token string `json:"token"`
+	} `json:"spec"`
+}
+
+// answer is a TokenReview response; v1 and v1beta1 share its shape (TokenReviewStatus).
+// status.audiences is left out: kube-apiserver then takes the token as valid for its own
+// audiences (GitHub tokens carry none).
+type answer struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Status     answerStatus `json:"status"`
+}
+
+type answerStatus struct {
+	Authenticated bool        `json:"authenticated"`
+	User          *answerUser `json:"user,omitempty"`
+	Error         string      `json:"error,omitempty"`
+}
+
+type answerUser struct {
+	Username string              `json:"username"`
+	UID      string              `json:"uid"`
+	Groups   []string            `json:"groups"`
+	Extra    map[string][]string `json:"extra,omitempty"`
+}
+
+// decodeReview reads a TokenReview (authentication.k8s.io/v1 or v1beta1). Its errors are
+// safe to show: they never quote the token.
+func decodeReview(body []byte) (review, error) {
+	var rv review
+	if len(body) == 0 {
+		return rv, errors.New("empty body: want a TokenReview")
+	}
+	if err := json.Unmarshal(body, &rv); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return rv, fmt.Errorf("undecodable TokenReview: invalid JSON at byte %d", se.Offset)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, te.Value, te.Type)
+		}
+		return rv, errors.New("undecodable TokenReview: invalid JSON")
+	}
+	if rv.Kind != kindTokenReview {
+		return rv, fmt.Errorf("kind %q: want TokenReview", clip(rv.Kind))
+	}
+	if rv.APIVersion != APIVersionV1 && rv.APIVersion != APIVersionV1beta1 {
+		return rv, fmt.Errorf("apiVersion %q: want %s or %s", clip(rv.APIVersion), APIVersionV1, APIVersionV1beta1)
+	}
+	if rv.Spec.Token == "" {
+		return rv, errors.New("spec.token is empty")
+	}
+	return rv, nil
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// encodeUser is the JSON of status.user for id.
+func encodeUser(id Identity) []byte {
+	b, err := json.Marshal(answerUser{Username: id.Username, UID: id.UID, Groups: id.Groups, Extra: id.Extra})
+	if err != nil { // strings, slices and maps of strings always encode
+		panic(err)
+	}
+	return b
+}
+
+// decide is the answer and HTTP status for a lookup's result: identity -> 200 authenticated;
+// ErrRefused -> 200 not authenticated; anything else -> 503 (kube-apiserver retries and does
+// not cache it).
+func decide(apiVersion string, id Identity, err error) (answer, int, webhooks.Outcome) {
+	a := answer{APIVersion: apiVersion, Kind: kindTokenReview}
+	switch {
+	case err == nil:
+		a.Status = answerStatus{Authenticated: true, User: &answerUser{
+			Username: id.Username, UID: id.UID, Groups: id.Groups, Extra: id.Extra,
+		}}
+		return a, http.StatusOK, webhooks.Outcome{Decision: "authenticated", User: id.Username}
+	case errors.Is(err, ErrRefused):
+		a.Status = answerStatus{Error: err.Error()}
+		return a, http.StatusOK, webhooks.Outcome{Decision: "unauthenticated", Reason: err.Error()}
+	default:
+		a.Status = answerStatus{Error: err.Error()}
+		return a, http.StatusServiceUnavailable, webhooks.Outcome{Decision: "error", Reason: err.Error()}
+	}
+}
+
+// ServeHTTP decodes the TokenReview, looks the token up and answers in the same apiVersion.
+// A body that is not a TokenReview v1/v1beta1 with a token gets 400 {"error": ...}.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in := h.buffers.Get().(*bytes.Buffer)
+	defer h.putBuffer(in)
+	in.Reset()
+	_, err := in.ReadFrom(r.Body)
+	body := in.Bytes()
+	if err != nil {
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "reading body failed"})
+		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")
+		return
+	}
+	rv, err := decodeReview(body)
+	if err != nil {
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: err.Error()})
+		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	id, err := h.lookup.Lookup(r.Context(), rv.Spec.Token)
+	a, status, outcome := decide(rv.APIVersion, id, err)
+	webhooks.Record(r.Context(), outcome)
+
+	buf := h.buffers.Get().(*bytes.Buffer)
+	defer h.putBuffer(buf)
+	buf.Reset()
+	if err == nil && id.userJSON != nil {
+		// The cached identity's answer: the same bytes encoding/json makes of answer.
+		buf.WriteString(`{"apiVersion":"`)
+		buf.WriteString(a.APIVersion) // one of two constants: nothing to escape
+		buf.WriteString(`","kind":"TokenReview","status":{"authenticated":true,"user":`)
+		buf.Write(id.userJSON)
+		buf.WriteString("}}\n")
+	} else if err := json.NewEncoder(buf).Encode(a); err != nil {
+		panic(err) // answer holds only strings, bools and string slices and maps
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		h.log.LogAttrs(r.Context(), slog.LevelDebug, "writing TokenReview answer failed", slog.String("error", err.Error()))
+	}
+}
+
+// putBuffer returns b to the pool unless a large body grew it.
+func (h *Handler) putBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		h.buffers.Put(b)
+	}
+}

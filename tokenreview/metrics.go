@@ -1,0 +1,63 @@
+package tokenreview
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the tokenreview series of DESIGN.md "Metrics". No label ever holds a token.
+type metrics struct {
+	githubRequests *prometheus.CounterVec // octogate_github_requests_total{endpoint,code}
+	rateRemaining  prometheus.Gauge       // octogate_github_rate_limit_remaining
+	cacheHit       prometheus.Counter     // octogate_token_cache_requests_total{result="hit"}
+	cacheMiss      prometheus.Counter     // ...{result="miss"}
+	cacheStale     prometheus.Counter     // ...{result="stale"}
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	gh := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "octogate_github_requests_total",
+		Help: "GitHub REST API calls made for token reviews, by route template and HTTP status code, or \"timeout\", \"canceled\" (another call of the lookup failed first), \"error\" (no answer).",
+	}, []string{"endpoint", "code"})
+	rate := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "octogate_github_rate_limit_remaining",
+		Help: "X-RateLimit-Remaining of the last GitHub response (requests left in the token's window).",
+	})
+	cache := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "octogate_token_cache_requests_total",
+		Help: "Token reviews by cache result: hit (fresh cached answer), miss (asked GitHub), stale (cached identity served while GitHub is unavailable).",
+	}, []string{"result"})
+	if reg != nil {
+		var err error
+		if gh, err = register(reg, gh); err != nil {
+			return nil, err
+		}
+		if rate, err = register(reg, rate); err != nil {
+			return nil, err
+		}
+		if cache, err = register(reg, cache); err != nil {
+			return nil, err
+		}
+	}
+	return &metrics{
+		githubRequests: gh,
+		rateRemaining:  rate,
+		cacheHit:       cache.WithLabelValues("hit"),
+		cacheMiss:      cache.WithLabelValues("miss"),
+		cacheStale:     cache.WithLabelValues("stale"),
+	}, nil
+}
+
+// register registers c, or returns the collector already registered under its name (a second
+// Handler on the same registry shares the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
+}
