@@ -1,0 +1,228 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+const webhookMutate = "mutate-namespaces"
+
+// mutator is the controller-runtime admission.Handler behind NewMutator.
+type mutator struct {
+	reporter
+}
+
+func newMutator(cfg Config) *mutator {
+	return &mutator{reporter: newReporter(cfg.logger(), webhookMutate)}
+}
+
+// patchOp is one RFC 6902 operation. Value is a string (one annotation) or annotation map
+// (the whole metadata.annotations object).
+type patchOp struct {
+	Op    string
+	Path  string
+	Value any
+}
+
+// Handle decodes the request, lets handle decide and encodes the patch. Dry-run requests get
+// the same patch: the handler has no side effects to skip.
+func (m *mutator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	if req.Operation != admissionv1.Create || !isNamespace(req) {
+		m.record(ctx, req, decisionAdmit, "not a Namespace CREATE")
+		return ctrladmission.Allowed("")
+	}
+	ns, err := decodeNamespace(req.Object)
+	if err != nil {
+		m.record(ctx, req, decisionError, err.Error())
+		return ctrladmission.Errored(http.StatusBadRequest, err)
+	}
+	ops := handle(ns, req.UserInfo)
+	if len(ops) == 0 {
+		m.record(ctx, req, decisionAdmit, "nothing to record")
+		return ctrladmission.Allowed("")
+	}
+	m.record(ctx, req, decisionPatch, "")
+	return patched(encodePatch(ops))
+}
+
+// handle decides the patch that records user as the creator of ns: one operation that adds
+// metadata.annotations when the Namespace has none (absent or null), else one add or replace
+// per creator annotation, so client-supplied values are overwritten and every other
+// annotation is kept. It returns nil when there is nothing to record: the Namespace is being
+// deleted, or has neither name nor generateName (the API server refuses it anyway, and a
+// patch under /metadata might not apply).
+func handle(ns *corev1.Namespace, user authenticationv1.UserInfo) []patchOp {
+	if ns.DeletionTimestamp != nil || (ns.Name == "" && ns.GenerateName == "") {
+		return nil
+	}
+	values := creatorAnnotations(user)
+	if ns.Annotations == nil {
+		all := make(map[string]string, len(values))
+		for i, k := range protectedAnnotations {
+			all[k] = values[i]
+		}
+		return []patchOp{{Op: "add", Path: "/metadata/annotations", Value: all}}
+	}
+	ops := make([]patchOp, 0, len(values))
+	for i, k := range protectedAnnotations {
+		op := "add"
+		if _, ok := ns.Annotations[k]; ok {
+			op = "replace"
+		}
+		ops = append(ops, patchOp{Op: op, Path: annotationPaths[i], Value: values[i]})
+	}
+	return ops
+}
+
+// creatorAnnotations returns the values of protectedAnnotations, in that order, for user.
+func creatorAnnotations(user authenticationv1.UserInfo) [len(protectedAnnotations)]string {
+	return [...]string{user.Username, groupsJSON(user.Groups), user.UID}
+}
+
+// groupsJSON encodes groups as a JSON array of strings; no groups is "[]".
+func groupsJSON(groups []string) string {
+	n := 2
+	for _, g := range groups {
+		n += len(g) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, g := range groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, g)
+	}
+	return string(append(b, ']'))
+}
+
+// annotationPaths are the JSON pointers of protectedAnnotations, in that order.
+var annotationPaths = func() (p [len(protectedAnnotations)]string) {
+	for i, k := range protectedAnnotations {
+		p[i] = "/metadata/annotations/" + escapePointer(k)
+	}
+	return p
+}()
+
+// escapePointer escapes one JSON pointer reference token (RFC 6901 section 3): "~" as "~0",
+// then "/" as "~1".
+func escapePointer(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// patched is admission.Patched with the patch already encoded, so Response.Complete does
+// not marshal it again.
+func patched(patch []byte) ctrladmission.Response {
+	resp := ctrladmission.Allowed("")
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.Patch = patch
+	resp.PatchType = &pt
+	return resp
+}
+
+// encodePatch writes ops as a JSON patch document. Maps are written in protectedAnnotations
+// order (which is sorted, as encoding/json would write them).
+func encodePatch(ops []patchOp) []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, '[')
+	for i, op := range ops {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"op":`...)
+		b = appendJSONString(b, op.Op)
+		b = append(b, `,"path":`...)
+		b = appendJSONString(b, op.Path)
+		b = append(b, `,"value":`...)
+		switch v := op.Value.(type) {
+		case string:
+			b = appendJSONString(b, v)
+		case map[string]string:
+			b = append(b, '{')
+			n := 0
+			for _, k := range protectedAnnotations {
+				val, ok := v[k]
+				if !ok {
+					continue
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = appendJSONString(b, k)
+				b = append(b, ':')
+				b = appendJSONString(b, val)
+			}
+			b = append(b, '}')
+		default:
+			// Not reached: handle only builds strings and annotation maps.
+			raw, _ := json.Marshal(v)
+			b = append(b, raw...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal, escaping like encoding/json:
+// quote, backslash, control characters, <, >, &, U+2028, U+2029, and invalid UTF-8 as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

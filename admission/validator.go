@@ -1,0 +1,97 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+const webhookValidate = "validate-namespaces"
+
+// validator is the controller-runtime admission.Handler behind NewValidator.
+type validator struct {
+	reporter
+	// adminGroups holds system:masters and Config.AdminGroups; adminList is the same in
+	// order, for denial messages.
+	adminGroups map[string]struct{}
+	adminList   []string
+}
+
+func newValidator(cfg Config) *validator {
+	v := &validator{
+		reporter:    newReporter(cfg.logger(), webhookValidate),
+		adminGroups: make(map[string]struct{}, len(cfg.AdminGroups)+1),
+		adminList:   append([]string{groupSystemMasters}, cfg.AdminGroups...),
+	}
+	for _, g := range v.adminList {
+		v.adminGroups[g] = struct{}{}
+	}
+	return v
+}
+
+// Handle decodes the old and new Namespace of an UPDATE and lets validate decide.
+func (v *validator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	if req.Operation != admissionv1.Update || !isNamespace(req) {
+		v.record(ctx, req, decisionAdmit, "not a Namespace UPDATE")
+		return ctrladmission.Allowed("")
+	}
+	ns, err := decodeNamespace(req.Object)
+	if err != nil {
+		v.record(ctx, req, decisionError, err.Error())
+		return ctrladmission.Errored(http.StatusBadRequest, err)
+	}
+	old, err := decodeNamespace(req.OldObject)
+	if err != nil {
+		err = fmt.Errorf("oldObject: %w", err)
+		v.record(ctx, req, decisionError, err.Error())
+		return ctrladmission.Errored(http.StatusBadRequest, err)
+	}
+	if msg := v.validate(old, ns, req.UserInfo); msg != "" {
+		v.record(ctx, req, decisionReject, msg)
+		return ctrladmission.Denied(msg)
+	}
+	v.record(ctx, req, decisionAdmit, "")
+	return ctrladmission.Allowed("")
+}
+
+// validate returns why user may not turn old into ns, or "" when the update is allowed.
+// Setting, changing or removing any creator annotation needs system:masters or an admin
+// group; updates of a Namespace that is being deleted are always allowed so deletion is
+// never blocked.
+func (v *validator) validate(old, ns *corev1.Namespace, user authenticationv1.UserInfo) string {
+	if old.DeletionTimestamp != nil || ns.DeletionTimestamp != nil {
+		return ""
+	}
+	var changed []string
+	for _, k := range protectedAnnotations {
+		was, hadIt := old.Annotations[k]
+		is, hasIt := ns.Annotations[k]
+		if hadIt != hasIt || was != is {
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 0 || v.isAdmin(user) {
+		return ""
+	}
+	noun := "annotation"
+	if len(changed) > 1 {
+		noun = "annotations"
+	}
+	return fmt.Sprintf("octogate: %s %s of namespace %q cannot be set, changed or removed by %q: only members of the groups %s may change it",
+		noun, strings.Join(changed, ", "), ns.Name, user.Username, strings.Join(v.adminList, ", "))
+}
+
+func (v *validator) isAdmin(user authenticationv1.UserInfo) bool {
+	for _, g := range user.Groups {
+		if _, ok := v.adminGroups[g]; ok {
+			return true
+		}
+	}
+	return false
+}
