@@ -1,0 +1,248 @@
+// Command octogate-demo runs octogate on a laptop: etcd, kube-apiserver and
+// kube-controller-manager on loopback wired to octogate, GitHub answered by the stand-in
+// (internal/githubapi) with users alice, bob, carol and dave, and demo/kubeconfig with a
+// context per user. It prints a short tour and runs until Ctrl-C, then stops everything and
+// removes its temporary state.
+//
+// With OCTOGATE_GITHUB_API_URL and GITHUB_TOKEN set it talks to that GitHub instead, and the
+// kubeconfig's "me" context gets a token through `octogate credential`.
+//
+// Run it from the repository (`make demo`); it builds bin/k8s (tools/build.sh) and octogate
+// first when they are missing or stale.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/octogate/octogate/internal/cluster"
+	"github.com/octogate/octogate/internal/githubapi"
+)
+
+func main() {
+	dir := flag.String("dir", "demo", "directory for the kubeconfig, relative to the repository root")
+	port := flag.Int("port", 0, "octogate's port on 127.0.0.1 (0 = a free one)")
+	keep := flag.Bool("keep", false, "keep the temporary state (logs, certificates) after Ctrl-C")
+	octogate := flag.String("octogate", "", "use this octogate binary instead of building ./cmd/octogate")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *dir, *port, *keep, *octogate); err != nil {
+		fmt.Fprintln(os.Stderr, "octogate-demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, dir string, port int, keep bool, binary string) error {
+	ctrllog.SetLogger(logr.Discard())
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := cluster.RepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(root, dir)
+	}
+	binDir := cluster.BinDir(root)
+
+	step("building Kubernetes binaries (tools/build.sh; the first build takes several minutes)")
+	build := exec.CommandContext(ctx, "bash", filepath.Join(root, "tools", "build.sh"))
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("tools/build.sh: %w", err)
+	}
+
+	work, err := os.MkdirTemp("", "octogate-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if keep {
+			fmt.Println("state kept in", work)
+			return
+		}
+		_ = os.RemoveAll(work)
+	}()
+
+	if binary == "" {
+		step("building octogate")
+		if binary, err = cluster.BuildOctogate(ctx, root, work); err != nil {
+			return err
+		}
+	} else if binary, err = filepath.Abs(binary); err != nil {
+		return err
+	}
+
+	cfg := cluster.Config{
+		BinDir:             binDir,
+		OctogateBinary:     binary,
+		WorkDir:            work,
+		Port:               port,
+		TokenReviewVersion: "v1",
+		AuthnCacheTTL:      10 * time.Second,
+		TokenCacheTTL:      10 * time.Second,
+	}
+	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
+	realGitHub := apiURL != "" && token != ""
+	if realGitHub {
+		cfg.GitHubAPIURL = apiURL
+		cfg.GitHubCAFile = os.Getenv("OCTOGATE_GITHUB_CA_FILE")
+		cfg.Orgs = splitList(os.Getenv("OCTOGATE_GITHUB_ORGS"))
+		if len(cfg.Orgs) == 0 {
+			cfg.Orgs = []string{"*"}
+		}
+		cfg.Policy = []byte(policyFor(cfg.Orgs))
+		step("using GitHub at " + apiURL + " for orgs " + strings.Join(cfg.Orgs, ","))
+	} else {
+		gh := githubapi.NewTLS()
+		defer gh.Close()
+		if err := gh.Load(cluster.Fixture()); err != nil {
+			return err
+		}
+		cfg.GitHubAPIURL = gh.URL()
+		cfg.GitHubCAFile = filepath.Join(work, "github-ca.crt")
+		if err := gh.WriteCAFile(cfg.GitHubCAFile); err != nil {
+			return err
+		}
+		cfg.Orgs = []string{cluster.Org}
+		cfg.Policy = []byte(cluster.ExamplePolicy)
+		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
+	}
+
+	step("starting etcd, kube-apiserver, kube-controller-manager and octogate")
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	c, err := cluster.Start(startCtx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("stopping")
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "octogate-demo: stop:", err)
+		}
+	}()
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	var users []cluster.KubeconfigUser
+	if realGitHub {
+		users = []cluster.KubeconfigUser{{Name: "me", Exec: &clientcmdapi.ExecConfig{
+			APIVersion:      "client.authentication.k8s.io/v1",
+			Command:         binary,
+			Args:            []string{"credential"},
+			InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
+		}}}
+	} else {
+		users = []cluster.KubeconfigUser{
+			{Name: "alice", Token: cluster.AliceToken},
+			{Name: "bob", Token: cluster.BobToken},
+			{Name: "carol", Token: cluster.CarolToken},
+			{Name: "dave", Token: cluster.DaveToken},
+		}
+	}
+	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
+		return err
+	}
+	defer os.Remove(kubeconfig)
+
+	printTour(kubeconfig, work, realGitHub)
+	select {
+	case <-ctx.Done():
+		fmt.Println()
+		return nil
+	case <-c.ControllerManager.Done():
+		return errors.New("kube-controller-manager exited; see " + c.ControllerManager.LogPath)
+	}
+}
+
+func step(msg string) { fmt.Printf("==> %s\n", msg) }
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// policyFor is the demo policy for real GitHub orgs: members of the orgs (any GitHub user for
+// "*") may create namespaces; no GitHub user may touch the system namespaces.
+func policyFor(orgs []string) string {
+	var subjects []string
+	for _, o := range orgs {
+		if o == "*" {
+			subjects = append(subjects, `  - {kind: User, name: "github:*"}`)
+			continue
+		}
+		subjects = append(subjects, fmt.Sprintf(`  - {kind: Group, name: "github:%s"}`, strings.ToLower(o)))
+	}
+	return `apiVersion: octogate.dev/v1alpha1
+kind: AuthorizationPolicy
+rules:
+- name: no-one-else-in-system-namespaces
+  effect: Deny
+  subjects: [{kind: User, name: "github:*"}]
+  namespaces: ["kube-system", "kube-public", "octogate-system"]
+  resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"]}]
+- name: members-create-namespaces
+  effect: Allow
+  subjects:
+` + strings.Join(subjects, "\n") + `
+  resourceRules: [{verbs: [create], apiGroups: [""], resources: [namespaces]}]
+`
+}
+
+func printTour(kubeconfig, work string, realGitHub bool) {
+	fmt.Printf(`
+octogate is running. In another shell:
+
+  export KUBECONFIG=%s
+`, kubeconfig)
+	if realGitHub {
+		fmt.Print(`
+  kubectl --context me auth whoami                # your GitHub login, id and org/team groups
+  kubectl --context me create namespace my-dev    # allowed for members of the configured orgs
+  kubectl get namespace my-dev -o yaml            # octogate.dev/creator annotations (admin context)
+  kubectl -n my-dev get rolebinding octogate-owner
+  kubectl --context me -n kube-system get pods    # Forbidden by rule no-one-else-in-system-namespaces
+`)
+	} else {
+		fmt.Print(`
+  kubectl --context alice auth whoami             # github:alice, groups github:acme and github:acme/platform-admins
+  kubectl --context bob create namespace bob-dev  # allowed by policy rule members-create-namespaces
+  kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # creator github:bob
+  kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # bob is admin of bob-dev
+  kubectl --context bob -n bob-dev create configmap hello --from-literal=greeting=hi
+  kubectl --context bob -n kube-system get pods   # Forbidden: octogate: rule no-one-else-in-system-namespaces
+  kubectl --context bob auth can-i create configmaps -n kube-public   # no
+  kubectl --context alice annotate namespace bob-dev octogate.dev/creator=github:alice --overwrite
+                                                  # denied by the validating webhook, even for a platform admin
+  kubectl --context carol get namespaces          # error: You must be logged in (carol is not in acme)
+  kubectl --context dave get namespaces           # same: dave's invitation to acme is still pending
+`)
+	}
+	fmt.Printf(`
+The current context is the cluster admin (system:masters, never sent to octogate).
+Logs: %s/{octogate,kube-apiserver,kube-controller-manager}.log
+Ctrl-C stops everything and removes this state.
+`, work)
+}

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Kubectl runs the real kubectl binary against a kubeconfig.
+type Kubectl struct {
+	// Path is the kubectl binary.
+	Path string
+	// Kubeconfig is passed as --kubeconfig.
+	Kubeconfig string
+	// Home is kubectl's HOME (its discovery cache lives under it), so runs never touch the
+	// invoking user's ~/.kube.
+	Home string
+	// Timeout bounds each run (default 30 s); kubectl's own --request-timeout is set to it too.
+	Timeout time.Duration
+}
+
+// Result is what one kubectl run printed and how it exited.
+type Result struct {
+	Args     []string
+	Stdout   string
+	Stderr   string
+	ExitCode int
+}
+
+// String is the command line and its output, for test failure messages.
+func (r Result) String() string {
+	return fmt.Sprintf("kubectl %s\nexit %d\nstdout: %s\nstderr: %s", strings.Join(r.Args, " "), r.ExitCode, r.Stdout, r.Stderr)
+}
+
+// Run runs kubectl args with stdin (may be nil). The error is only for a kubectl that could
+// not run or timed out; a non-zero exit is reported in Result.ExitCode.
+func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) (Result, error) {
+	timeout := k.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	full := append([]string{"--kubeconfig=" + k.Kubeconfig, "--request-timeout=" + timeout.String()}, args...)
+	cmd := exec.CommandContext(ctx, k.Path, full...)
+	cmd.WaitDelay = 2 * time.Second
+	cmd.Env = kubectlEnv(k.Home)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := Result{Args: args, Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), ctx.Err())
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+	default:
+		return res, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return res, nil
+}
+
+func kubectlEnv(home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "KUBECONFIG=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "KUBECACHEDIR=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if home != "" {
+		env = append(env, "HOME="+home)
+	}
+	return env
+}
