@@ -1,0 +1,237 @@
+package subjectaccessreview
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/webhooks"
+)
+
+// Config configures an Authorizer.
+type Config struct {
+	// PolicyFile is the AuthorizationPolicy to answer from. Empty: no opinion on every request.
+	PolicyFile string
+	// Logger receives reload messages. Nil discards them.
+	Logger *slog.Logger
+	// Registerer gets octogate_policy_reload_errors_total. Nil: the metric is not registered.
+	Registerer prometheus.Registerer
+}
+
+// Reload timing: fsnotify events are acted on after a short quiet period so that an editor's
+// truncate-then-write is read once, whole; the periodic check catches changes that raise no
+// event in the watched directory (a symlink target elsewhere, a recreated directory).
+const (
+	defaultPollInterval = 2 * time.Second
+	eventQuietPeriod    = 100 * time.Millisecond
+)
+
+// Authorizer answers SubjectAccessReviews from the current policy. It is an http.Handler for
+// POST /authorize; Run keeps the policy in step with its file.
+type Authorizer struct {
+	path         string
+	log          *slog.Logger
+	policy       atomic.Pointer[Policy]
+	reloadErrors prometheus.Counter
+	pollInterval time.Duration
+	record       func(context.Context, webhooks.Outcome)
+
+	// lastSeen is the hash of the file content last considered (loaded or refused), or the
+	// read error's text; owned by New and then by the Run goroutine.
+	lastSeen string
+}
+
+// New loads and compiles cfg.PolicyFile. A file that cannot be read or is invalid returns an
+// error naming the file and the offending field paths. An empty PolicyFile gives an
+// Authorizer with no opinion on anything, ready at once.
+func New(cfg Config) (*Authorizer, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Authorizer{
+		path:         cfg.PolicyFile,
+		log:          log.With("component", "subjectaccessreview"),
+		pollInterval: defaultPollInterval,
+		record:       webhooks.Record,
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "octogate_policy_reload_errors_total",
+			Help: "Policy file changes that were refused (unreadable or invalid); the previous policy stays in force.",
+		}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(a.reloadErrors); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("Registerer: registering octogate_policy_reload_errors_total: %w", err)
+			}
+			c, ok := are.ExistingCollector.(prometheus.Counter)
+			if !ok {
+				return nil, fmt.Errorf("Registerer: octogate_policy_reload_errors_total is registered with another type: %w", err)
+			}
+			a.reloadErrors = c
+		}
+	}
+	if cfg.PolicyFile == "" {
+		a.policy.Store(&Policy{})
+		a.log.Info("no policy file configured: answering no opinion to every SubjectAccessReview")
+		return a, nil
+	}
+	data, err := os.ReadFile(cfg.PolicyFile)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyFile: %w", err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyFile %s: %w", cfg.PolicyFile, err)
+	}
+	a.lastSeen = contentKey(data)
+	a.policy.Store(p)
+	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules())
+	return a, nil
+}
+
+// Policy returns the policy in force.
+func (a *Authorizer) Policy() *Policy { return a.policy.Load() }
+
+// Ready returns nil once a policy is loaded (always true after New succeeds).
+func (a *Authorizer) Ready() error {
+	if a.policy.Load() == nil {
+		return errors.New("authorization policy not loaded")
+	}
+	return nil
+}
+
+// ServeHTTP answers one SubjectAccessReview (authorization.k8s.io/v1 or v1beta1) in the
+// apiVersion it was sent in. A body that is empty, not JSON, or not a SubjectAccessReview of
+// a known apiVersion gets 400 with a one-line JSON error.
+func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: "reading body: " + err.Error()})
+		webhooks.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	apiVersion, attrs, err := decodeReview(body)
+	if err != nil {
+		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: err.Error()})
+		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	d := a.policy.Load().Authorize(&attrs)
+	out, err := encodeReview(apiVersion, d)
+	if err != nil {
+		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
+		webhooks.WriteError(w, http.StatusInternalServerError, "encoding answer: "+err.Error())
+		return
+	}
+	a.record(ctx, webhooks.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+func outcomeDecision(v Verdict) string {
+	switch v {
+	case Allow:
+		return "allow"
+	case Deny:
+		return "deny"
+	default:
+		return "no-opinion"
+	}
+}
+
+// Run keeps the policy in step with its file until ctx is done, then returns nil. It watches
+// the file's directory with fsnotify, so in-place writes, rename-replace and Kubernetes
+// ConfigMap "..data" symlink swaps are seen at once, and also compares the file's content
+// hash every 2 s. A changed file that cannot be read or is invalid leaves the previous policy
+// in force, is logged and counted in octogate_policy_reload_errors_total (once per distinct
+// content). Without a PolicyFile it only waits for ctx. Call it once per Authorizer.
+func (a *Authorizer) Run(ctx context.Context) error {
+	if a.path == "" {
+		<-ctx.Done()
+		return nil
+	}
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	watcher, err := fsnotify.NewWatcher()
+	if err == nil {
+		err = watcher.Add(filepath.Dir(a.path))
+		if err != nil {
+			_ = watcher.Close()
+		}
+	}
+	if err != nil {
+		a.log.Warn("cannot watch the policy directory; checking the file periodically only", "file", a.path, "err", err)
+	} else {
+		defer func() { _ = watcher.Close() }()
+		events, watchErrs = watcher.Events, watcher.Errors
+	}
+
+	poll := time.NewTicker(a.pollInterval)
+	defer poll.Stop()
+	quiet := time.NewTimer(eventQuietPeriod)
+	quiet.Stop()
+	defer quiet.Stop()
+
+	a.check()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+			// Any event in the directory may concern the file: its own write or rename, or a
+			// ConfigMap swap renaming the ..data symlink that the file resolves through.
+			quiet.Reset(eventQuietPeriod)
+		case err := <-watchErrs:
+			a.log.Warn("policy directory watch error", "file", a.path, "err", err)
+		case <-quiet.C:
+			a.check()
+		case <-poll.C:
+			a.check()
+		}
+	}
+}
+
+// check reloads the policy if the file's content changed since it was last considered.
+func (a *Authorizer) check() {
+	data, err := os.ReadFile(a.path)
+	if err != nil {
+		if key := "error: " + err.Error(); key != a.lastSeen {
+			a.lastSeen = key
+			a.reloadErrors.Inc()
+			a.log.Error("policy file unreadable; keeping the previous policy", "file", a.path, "err", err)
+		}
+		return
+	}
+	key := contentKey(data)
+	if key == a.lastSeen {
+		return
+	}
+	a.lastSeen = key
+	p, err := Parse(data)
+	if err != nil {
+		a.reloadErrors.Inc()
+		a.log.Error("policy file invalid; keeping the previous policy", "file", a.path, "err", err)
+		return
+	}
+	a.policy.Store(p)
+	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules())
+}
+
+func contentKey(data []byte) string {
+	sum := sha256.Sum256(data)
+	return string(sum[:])
+}

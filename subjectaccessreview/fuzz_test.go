@@ -1,0 +1,60 @@
+package subjectaccessreview
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzDecodeSubjectAccessReview: any body either decodes to a review this webhook answers
+// (a known apiVersion, exactly one kind of attributes) or fails as a bad review; it never
+// panics, and a decoded review can be evaluated and encoded.
+func FuzzDecodeSubjectAccessReview(f *testing.F) {
+	p := mustLoad(f, "testdata/rbac-table-policy.yaml")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		version, attrs, err := decodeReview(body)
+		if err != nil {
+			if !errors.Is(err, errBadReview) {
+				t.Fatalf("error %v does not wrap errBadReview", err)
+			}
+			return
+		}
+		if version != APIVersionV1 && version != APIVersionV1beta1 {
+			t.Fatalf("decoded unknown apiVersion %q", version)
+		}
+		if !attrs.ResourceRequest && (attrs.Resource != "" || attrs.Namespace != "") {
+			t.Fatalf("non-resource request with resource attributes: %+v", attrs)
+		}
+		d := p.Authorize(&attrs)
+		if (d.Verdict == NoOpinion) != (d.Rule == "") {
+			t.Fatalf("decision %+v: a rule decides exactly when the verdict is Allow or Deny", d)
+		}
+		if _, err := encodeReview(version, d); err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+	})
+}
+
+// FuzzLoadPolicy: any document is either refused with an error or compiles into a policy
+// that evaluates without panicking; the loader never panics.
+func FuzzLoadPolicy(f *testing.F) {
+	probes := []Attributes{
+		res("github:alice", []string{"github:acme", "github:acme/admins"}, "get", "", "pods", "log", "team-a-dev", "web"),
+		res("system:serviceaccount:ci:deployer", nil, "create", "apps", "deployments", "", "", ""),
+		nonRes("github:bob", []string{"github:acme"}, "get", "/apis/apps/v1"),
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		p, err := Parse(doc)
+		if err != nil {
+			if p != nil {
+				t.Fatal("Parse returned a policy with an error")
+			}
+			return
+		}
+		for i := range probes {
+			d := p.Authorize(&probes[i])
+			if d.Verdict != NoOpinion && d.Rule == "" {
+				t.Fatalf("decision without a rule: %+v", d)
+			}
+		}
+	})
+}

@@ -1,0 +1,436 @@
+package subjectaccessreview
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The policy document's type, as written in its apiVersion and kind fields.
+const (
+	PolicyAPIVersion = "octogate.dev/v1alpha1"
+	PolicyKind       = "AuthorizationPolicy"
+)
+
+// Effect is what a matching rule decides: Allow or Deny.
+type Effect string
+
+// The two effects a rule may have.
+const (
+	EffectAllow Effect = "Allow"
+	EffectDeny  Effect = "Deny"
+)
+
+// AuthorizationPolicy is the policy file as written (apiVersion octogate.dev/v1alpha1, kind
+// AuthorizationPolicy). Rules are evaluated in order and the first rule that matches a request
+// decides it; when none matches the answer is "no opinion".
+type AuthorizationPolicy struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Rules      []Rule `json:"rules"`
+}
+
+// Rule is one ordered policy rule. It matches a request when one of its Subjects matches the
+// requesting user, the request's namespace matches Namespaces, and one of ResourceRules (for
+// resource requests) or NonResourceRules (for non-resource requests) matches.
+type Rule struct {
+	// Name identifies the rule in answers ("octogate: rule NAME"); unique within a policy.
+	Name string `json:"name"`
+	// Effect is Allow or Deny.
+	Effect Effect `json:"effect"`
+	// Subjects are rbac/v1 Subjects: User, Group or ServiceAccount. A name ending in "*"
+	// matches every name with that prefix ("github:*"; ServiceAccount name "*" = every
+	// service account of the namespace). A ServiceAccount subject matches the user
+	// system:serviceaccount:NAMESPACE:NAME, as in RBAC; it is the only kind of subject that
+	// matches a service account (User and Group subjects never do).
+	Subjects []rbacv1.Subject `json:"subjects"`
+	// Namespaces are globs ("*" matches any run of characters) of the request's namespace.
+	// Empty matches any request, cluster-scoped ones included; non-empty matches only
+	// namespaced requests (a Namespace object's own namespace is its name).
+	Namespaces []string `json:"namespaces,omitempty"`
+	// ResourceRules match resource requests with rbac/v1 PolicyRule semantics.
+	ResourceRules []ResourceRule `json:"resourceRules,omitempty"`
+	// NonResourceRules match non-resource requests (/healthz, /version, /apis, ...).
+	NonResourceRules []NonResourceRule `json:"nonResourceRules,omitempty"`
+}
+
+// ResourceRule holds the resource fields of an rbac/v1 PolicyRule and matches like RBAC
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources):
+// "*" in Verbs, APIGroups or Resources matches anything; "" in APIGroups is the core group;
+// Resources name "resource", "resource/subresource" or "*/subresource" ("resource/*", any
+// subresource of a resource, is octogate's addition); ResourceNames, when set, match only
+// requests that name an object, so they never match list, watch, create or deletecollection.
+type ResourceRule struct {
+	Verbs         []string `json:"verbs"`
+	APIGroups     []string `json:"apiGroups"`
+	Resources     []string `json:"resources"`
+	ResourceNames []string `json:"resourceNames,omitempty"`
+}
+
+// NonResourceRule holds the non-resource fields of an rbac/v1 PolicyRule: Verbs (lowercase
+// HTTP verbs: get, post, ...) and NonResourceURLs, where a trailing "*" is a prefix match and
+// "*" alone matches every path.
+type NonResourceRule struct {
+	Verbs           []string `json:"verbs"`
+	NonResourceURLs []string `json:"nonResourceURLs"`
+}
+
+// FieldError is one problem in a policy document, at a field path such as
+// "rules[2].resourceRules[0].verbs".
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e FieldError) Error() string {
+	if e.Field == "" {
+		return e.Detail
+	}
+	return e.Field + ": " + e.Detail
+}
+
+// InvalidPolicyError lists every problem found in a policy document, in document order.
+type InvalidPolicyError struct {
+	Problems []FieldError
+}
+
+func (e *InvalidPolicyError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	return "invalid policy: " + strings.Join(msgs, "; ")
+}
+
+// LoadFile reads, validates and compiles the policy file at path. Errors name the file and,
+// for an invalid document, are an *InvalidPolicyError naming each bad field's path.
+func LoadFile(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Parse decodes a YAML (or JSON) AuthorizationPolicy strictly, validates it and compiles it.
+// Unknown fields, wrong types and duplicate keys are rejected. A document that parses but is
+// wrong returns an *InvalidPolicyError.
+func Parse(data []byte) (*Policy, error) {
+	doc, err := decodePolicy(data)
+	if err != nil {
+		return nil, err
+	}
+	if problems := validatePolicy(doc); len(problems) > 0 {
+		return nil, &InvalidPolicyError{Problems: problems}
+	}
+	return compile(doc), nil
+}
+
+// decodePolicy checks the document's shape against AuthorizationPolicy first, because the
+// strict JSON decoder reports an unknown field without saying where it is.
+func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: "empty document: expected an " + PolicyKind}}}
+	}
+	var generic any
+	if err := yaml.Unmarshal(data, &generic); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var problems []FieldError
+	checkShape("", generic, reflect.TypeFor[AuthorizationPolicy](), &problems)
+	if len(problems) > 0 {
+		return nil, &InvalidPolicyError{Problems: problems}
+	}
+	doc := &AuthorizationPolicy{}
+	if err := yaml.UnmarshalStrict(data, doc); err != nil {
+		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: err.Error()}}}
+	}
+	return doc, nil
+}
+
+// checkShape walks a decoded JSON value against the Go type it must fill, reporting unknown
+// fields and type mismatches by path. Field names match exactly, as in Kubernetes objects.
+func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
+	if v == nil {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			*problems = append(*problems, FieldError{orRoot(path), "must be an object"})
+			return
+		}
+		fields := jsonFields(t)
+		for _, key := range sortedKeys(obj) {
+			f, ok := fields[key]
+			if !ok {
+				*problems = append(*problems, FieldError{join(path, key), "unknown field"})
+				continue
+			}
+			checkShape(join(path, key), obj[key], f.Type, problems)
+		}
+	case reflect.Slice:
+		list, ok := v.([]any)
+		if !ok {
+			*problems = append(*problems, FieldError{orRoot(path), "must be a list"})
+			return
+		}
+		for i, item := range list {
+			checkShape(path+"["+strconv.Itoa(i)+"]", item, t.Elem(), problems)
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			*problems = append(*problems, FieldError{orRoot(path), "must be a string"})
+		}
+	}
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(document)"
+	}
+	return path
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	fields := make(map[string]reflect.StructField, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f
+	}
+	return fields
+}
+
+// sortedKeys gives errors a stable order; JSON objects decode into unordered maps.
+func sortedKeys(m map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+var (
+	ruleNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:/-]*[A-Za-z0-9])?$`)
+	dnsLabelRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	nsGlobRE    = regexp.MustCompile(`^[-a-z0-9*]+$`)
+	apiGroupRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	resourceRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	saNameRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	saPrefixRE  = regexp.MustCompile(`^[a-z0-9][-a-z0-9.]*$`)
+	verbRE      = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	errRequired = "required"
+)
+
+const rbacAPIGroup = "rbac.authorization.k8s.io"
+
+// validatePolicy returns every problem of a decoded document, each with its field path.
+func validatePolicy(doc *AuthorizationPolicy) []FieldError {
+	var v validator
+	switch doc.APIVersion {
+	case PolicyAPIVersion:
+	case "":
+		v.add("apiVersion", errRequired)
+	default:
+		v.add("apiVersion", fmt.Sprintf("%q is not supported: expected %s", doc.APIVersion, PolicyAPIVersion))
+	}
+	switch doc.Kind {
+	case PolicyKind:
+	case "":
+		v.add("kind", errRequired)
+	default:
+		v.add("kind", fmt.Sprintf("%q is not supported: expected %s", doc.Kind, PolicyKind))
+	}
+	seen := make(map[string]int, len(doc.Rules))
+	for i := range doc.Rules {
+		r := &doc.Rules[i]
+		p := fmt.Sprintf("rules[%d]", i)
+		switch {
+		case r.Name == "":
+			v.add(p+".name", errRequired)
+		case len(r.Name) > 128 || !ruleNameRE.MatchString(r.Name):
+			v.add(p+".name", fmt.Sprintf("%q must be at most 128 letters, digits and . _ : / - (starting and ending with a letter or digit)", r.Name))
+		default:
+			if j, dup := seen[r.Name]; dup {
+				v.add(p+".name", fmt.Sprintf("%q duplicates rules[%d].name", r.Name, j))
+			} else {
+				seen[r.Name] = i
+			}
+		}
+		switch r.Effect {
+		case EffectAllow, EffectDeny:
+		case "":
+			v.add(p+".effect", errRequired)
+		default:
+			v.add(p+".effect", fmt.Sprintf("%q must be Allow or Deny", r.Effect))
+		}
+		if len(r.Subjects) == 0 {
+			v.add(p+".subjects", errRequired)
+		}
+		for j, s := range r.Subjects {
+			v.subject(fmt.Sprintf("%s.subjects[%d]", p, j), s)
+		}
+		for j, ns := range r.Namespaces {
+			np := fmt.Sprintf("%s.namespaces[%d]", p, j)
+			if ns == "" {
+				v.add(np, "must not be empty (omit namespaces to match any namespace and cluster scope)")
+			} else if !nsGlobRE.MatchString(ns) || len(ns) > 63 {
+				v.add(np, fmt.Sprintf("%q must be a namespace name or a glob of one ('*' matches any run of characters)", ns))
+			}
+		}
+		if len(r.ResourceRules) == 0 && len(r.NonResourceRules) == 0 {
+			v.add(p+".resourceRules", "at least one of resourceRules and nonResourceRules is required")
+		}
+		if len(r.Namespaces) > 0 && len(r.NonResourceRules) > 0 {
+			v.add(p+".namespaces", "must be empty when nonResourceRules are set (non-resource requests have no namespace); split the rule in two")
+		}
+		for j := range r.ResourceRules {
+			v.resourceRule(fmt.Sprintf("%s.resourceRules[%d]", p, j), &r.ResourceRules[j])
+		}
+		for j := range r.NonResourceRules {
+			v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &r.NonResourceRules[j])
+		}
+	}
+	return v.problems
+}
+
+type validator struct{ problems []FieldError }
+
+func (v *validator) add(field, detail string) {
+	v.problems = append(v.problems, FieldError{Field: field, Detail: detail})
+}
+
+// prefixPattern checks a name that may end in a single "*" (prefix match) and returns the
+// name without it.
+func (v *validator) prefixPattern(field, name string) (string, bool) {
+	base := strings.TrimSuffix(name, "*")
+	if strings.Contains(base, "*") {
+		v.add(field, fmt.Sprintf("%q: '*' is allowed only as the last character (prefix match)", name))
+		return base, false
+	}
+	return base, true
+}
+
+func (v *validator) subject(p string, s rbacv1.Subject) {
+	if s.Name == "" {
+		v.add(p+".name", errRequired)
+	} else {
+		v.prefixPattern(p+".name", s.Name)
+	}
+	switch s.Kind {
+	case rbacv1.UserKind, rbacv1.GroupKind:
+		if s.APIGroup != "" && s.APIGroup != rbacAPIGroup {
+			v.add(p+".apiGroup", fmt.Sprintf("%q must be empty or %s for kind %s", s.APIGroup, rbacAPIGroup, s.Kind))
+		}
+		if s.Namespace != "" {
+			v.add(p+".namespace", "must be empty for kind "+s.Kind)
+		}
+	case rbacv1.ServiceAccountKind:
+		if s.APIGroup != "" {
+			v.add(p+".apiGroup", fmt.Sprintf("%q must be empty for kind ServiceAccount", s.APIGroup))
+		}
+		switch {
+		case s.Namespace == "":
+			v.add(p+".namespace", "required for kind ServiceAccount")
+		case !dnsLabelRE.MatchString(s.Namespace) || len(s.Namespace) > 63:
+			v.add(p+".namespace", fmt.Sprintf("%q must be a namespace name", s.Namespace))
+		}
+		if base, isPrefix := strings.CutSuffix(s.Name, "*"); base != "" && !(isPrefix && saPrefixRE.MatchString(base)) && !saNameRE.MatchString(base) {
+			v.add(p+".name", fmt.Sprintf("%q must be a service account name, optionally ending in '*'", s.Name))
+		}
+	case "":
+		v.add(p+".kind", errRequired)
+	default:
+		v.add(p+".kind", fmt.Sprintf("%q must be User, Group or ServiceAccount", s.Kind))
+	}
+}
+
+func (v *validator) verbs(p string, verbs []string) {
+	if len(verbs) == 0 {
+		v.add(p, errRequired)
+	}
+	for i, verb := range verbs {
+		if verb != "*" && !verbRE.MatchString(verb) {
+			v.add(fmt.Sprintf("%s[%d]", p, i), fmt.Sprintf("%q must be \"*\" or a lowercase verb such as get, list, create (kube-apiserver sends verbs in lowercase)", verb))
+		}
+	}
+}
+
+func (v *validator) resourceRule(p string, r *ResourceRule) {
+	v.verbs(p+".verbs", r.Verbs)
+	if len(r.APIGroups) == 0 {
+		v.add(p+".apiGroups", `required (use "" for the core group, "*" for every group)`)
+	}
+	for i, g := range r.APIGroups {
+		if g != "" && g != "*" && !apiGroupRE.MatchString(g) {
+			v.add(fmt.Sprintf("%s.apiGroups[%d]", p, i), fmt.Sprintf("%q must be \"\", \"*\" or an API group name", g))
+		}
+	}
+	if len(r.Resources) == 0 {
+		v.add(p+".resources", errRequired)
+	}
+	for i, res := range r.Resources {
+		if !validResource(res) {
+			v.add(fmt.Sprintf("%s.resources[%d]", p, i), fmt.Sprintf("%q must be \"*\", \"resource\", \"resource/subresource\", \"*/subresource\" or \"resource/*\" (lowercase)", res))
+		}
+	}
+	for i, n := range r.ResourceNames {
+		switch {
+		case n == "":
+			v.add(fmt.Sprintf("%s.resourceNames[%d]", p, i), "must not be empty")
+		case strings.Contains(n, "*"):
+			v.add(fmt.Sprintf("%s.resourceNames[%d]", p, i), fmt.Sprintf("%q: resourceNames are exact names, '*' is not a wildcard here (omit resourceNames to match any name)", n))
+		}
+	}
+}
+
+func validResource(res string) bool {
+	if res == "*" {
+		return true
+	}
+	name, sub, hasSub := strings.Cut(res, "/")
+	if !hasSub {
+		return resourceRE.MatchString(name)
+	}
+	okPart := func(s string) bool { return s == "*" || resourceRE.MatchString(s) }
+	return okPart(name) && okPart(sub)
+}
+
+func (v *validator) nonResourceRule(p string, r *NonResourceRule) {
+	v.verbs(p+".verbs", r.Verbs)
+	if len(r.NonResourceURLs) == 0 {
+		v.add(p+".nonResourceURLs", errRequired)
+	}
+	for i, u := range r.NonResourceURLs {
+		up := fmt.Sprintf("%s.nonResourceURLs[%d]", p, i)
+		if u == "*" {
+			continue
+		}
+		if !strings.HasPrefix(u, "/") {
+			v.add(up, fmt.Sprintf("%q must be \"*\" or a path starting with /", u))
+			continue
+		}
+		v.prefixPattern(up, u)
+	}
+}

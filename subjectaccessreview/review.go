@@ -1,0 +1,126 @@
+package subjectaccessreview
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The SubjectAccessReview versions answered, each in its own apiVersion.
+const (
+	APIVersionV1      = "authorization.k8s.io/v1"
+	APIVersionV1beta1 = "authorization.k8s.io/v1beta1"
+	reviewKind        = "SubjectAccessReview"
+)
+
+// reviewRequest is the part of a SubjectAccessReview (k8s.io/api/authorization/v1 and v1beta1)
+// that evaluation reads. Both versions share one wire struct so a review is decoded once: they
+// differ only in the groups field, "groups" in v1 and "group" in v1beta1. extra, uid and the
+// field and label selectors are not read, so they are skipped rather than decoded.
+type reviewRequest struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Spec       struct {
+		ResourceAttributes    *resourceAttributes    `json:"resourceAttributes"`
+		NonResourceAttributes *nonResourceAttributes `json:"nonResourceAttributes"`
+		User                  string                 `json:"user"`
+		Groups                []string               `json:"groups"`
+		Group                 []string               `json:"group"`
+	} `json:"spec"`
+}
+
+// resourceAttributes mirrors authorization.k8s.io ResourceAttributes (same JSON in v1 and v1beta1).
+type resourceAttributes struct {
+	Namespace   string `json:"namespace"`
+	Verb        string `json:"verb"`
+	Group       string `json:"group"`
+	Version     string `json:"version"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource"`
+	Name        string `json:"name"`
+}
+
+// nonResourceAttributes mirrors authorization.k8s.io NonResourceAttributes.
+type nonResourceAttributes struct {
+	Path string `json:"path"`
+	Verb string `json:"verb"`
+}
+
+// reviewResponse is a SubjectAccessReview carrying only its status, as the webhook
+// authorizer protocol expects
+// (https://kubernetes.io/docs/reference/access-authn-authz/webhook/#request-payloads).
+type reviewResponse struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Status     reviewStatus `json:"status"`
+}
+
+type reviewStatus struct {
+	Allowed bool   `json:"allowed"`
+	Denied  bool   `json:"denied,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// errBadReview marks a request body that is not a SubjectAccessReview this webhook answers;
+// the handler turns it into 400.
+var errBadReview = errors.New("bad SubjectAccessReview")
+
+// decodeReview parses a SubjectAccessReview body into its apiVersion and the request's
+// Attributes. Errors wrap errBadReview and say what is wrong in words for the caller.
+func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) {
+	if len(body) == 0 {
+		return "", attrs, fmt.Errorf("%w: empty body, expected a %s", errBadReview, reviewKind)
+	}
+	var req reviewRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return "", attrs, fmt.Errorf("%w: decoding JSON: %v", errBadReview, err)
+	}
+	switch req.APIVersion {
+	case APIVersionV1:
+		attrs.Groups = req.Spec.Groups
+	case APIVersionV1beta1:
+		attrs.Groups = req.Spec.Group
+	case "":
+		return "", attrs, fmt.Errorf("%w: apiVersion is missing, expected %s or %s", errBadReview, APIVersionV1, APIVersionV1beta1)
+	default:
+		return "", attrs, fmt.Errorf("%w: apiVersion %q is not supported, expected %s or %s", errBadReview, req.APIVersion, APIVersionV1, APIVersionV1beta1)
+	}
+	if req.Kind != reviewKind {
+		return "", attrs, fmt.Errorf("%w: kind %q is not supported, expected %s", errBadReview, req.Kind, reviewKind)
+	}
+	attrs.User = req.Spec.User
+	ra, nra := req.Spec.ResourceAttributes, req.Spec.NonResourceAttributes
+	switch {
+	case ra != nil && nra != nil:
+		return "", attrs, fmt.Errorf("%w: spec sets both resourceAttributes and nonResourceAttributes", errBadReview)
+	case ra != nil:
+		attrs.ResourceRequest = true
+		attrs.Verb = ra.Verb
+		attrs.APIGroup = ra.Group
+		attrs.Resource = ra.Resource
+		attrs.Subresource = ra.Subresource
+		attrs.Namespace = ra.Namespace
+		attrs.Name = ra.Name
+	case nra != nil:
+		attrs.Verb = nra.Verb
+		attrs.Path = nra.Path
+	default:
+		return "", attrs, fmt.Errorf("%w: spec sets neither resourceAttributes nor nonResourceAttributes", errBadReview)
+	}
+	return req.APIVersion, attrs, nil
+}
+
+// encodeReview renders the answer to a review in apiVersion: Allow -> allowed; Deny ->
+// denied (the apiserver stops there); NoOpinion -> neither, so the next authorizer decides.
+func encodeReview(apiVersion string, d Decision) ([]byte, error) {
+	resp := reviewResponse{
+		APIVersion: apiVersion,
+		Kind:       reviewKind,
+		Status: reviewStatus{
+			Allowed: d.Verdict == Allow,
+			Denied:  d.Verdict == Deny,
+			Reason:  d.Reason,
+		},
+	}
+	return json.Marshal(resp)
+}
