@@ -29,6 +29,9 @@ type UserKubeconfig struct {
 	// ClientID and GitHubURL are passed to `octogate credential` as --client-id and
 	// --github-url when set (GitHubURL only when it is not DefaultGitHubURL).
 	ClientID, GitHubURL string
+	// GitHubCAFile is passed to `octogate credential` as --github-ca-file when set: an
+	// absolute path, on the user's machine, of a PEM CA bundle for GitHub Enterprise.
+	GitHubCAFile string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -55,6 +58,9 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	}
 	if k.GitHubURL != "" && k.GitHubURL != DefaultGitHubURL {
 		args = append(args, "--github-url", k.GitHubURL)
+	}
+	if k.GitHubCAFile != "" {
+		args = append(args, "--github-ca-file", k.GitHubCAFile)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
@@ -86,6 +92,9 @@ func (k UserKubeconfig) validate() error {
 		if _, err := parseGitHubURL(k.GitHubURL); err != nil {
 			return err
 		}
+	}
+	if k.GitHubCAFile != "" && !filepath.IsAbs(k.GitHubCAFile) {
+		return fmt.Errorf("github-ca-file %q: want an absolute path (kubectl runs the plugin from any directory)", k.GitHubCAFile)
 	}
 	return nil
 }

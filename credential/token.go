@@ -3,6 +3,8 @@ package credential
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +70,9 @@ type Config struct {
 	GH string
 	// CacheDir holds the device-flow token cache; default os.UserCacheDir()/octogate.
 	CacheDir string
+	// GitHubCAFile is an extra PEM CA bundle trusted for GitHubURL (GitHub Enterprise with a
+	// private CA), added to the system roots. Ignored when HTTPClient is set.
+	GitHubCAFile string
 	// HTTPClient makes the device flow calls; default a client with a 30 s timeout.
 	HTTPClient *http.Client
 	// Prompt receives the device-flow instructions (stderr); default io.Discard.
@@ -103,7 +108,11 @@ func New(cfg Config) (*Plugin, error) {
 		cfg.CacheDir = filepath.Join(dir, "octogate")
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		client, err := newHTTPClient(cfg.GitHubCAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.HTTPClient = client
 	}
 	if cfg.Prompt == nil {
 		cfg.Prompt = io.Discard
@@ -233,4 +242,28 @@ func (p *Plugin) ghToken(ctx context.Context) string {
 		return ""
 	}
 	return v
+}
+
+// newHTTPClient is the device flow's client: a 30 s timeout, and the system roots plus the
+// certificates in caFile when it is set.
+func newHTTPClient(caFile string) (*http.Client, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	if caFile == "" {
+		return client, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("GitHubCAFile: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("GitHubCAFile %s: no PEM certificate in it", caFile)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	client.Transport = transport
+	return client, nil
 }

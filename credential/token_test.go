@@ -451,3 +451,45 @@ func TestCachePathDependsOnGitHubAndApp(t *testing.T) {
 		t.Error("a trailing slash changes the cache file")
 	}
 }
+
+func TestGitHubCAFileTrustsAPrivateGitHubEnterprise(t *testing.T) {
+	t.Parallel()
+	gh := githubapi.NewTLS()
+	t.Cleanup(gh.Close)
+	if err := gh.Load(githubapi.Fixture{
+		Users:  []githubapi.User{{Login: "Octocat", Memberships: []githubapi.Membership{{Org: "acme"}}}},
+		Device: &githubapi.DeviceFlow{ClientID: clientID, ApproveAs: "octocat"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ghe-ca.crt")
+	if err := gh.WriteCAFile(caFile); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("without the CA the device flow fails on the certificate", func(t *testing.T) {
+		p := newPlugin(t, Config{GitHubURL: gh.URL(), ClientID: clientID})
+		if _, err := p.Token(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("err = %v, want a certificate error", err)
+		}
+	})
+	t.Run("with the CA file the device flow succeeds", func(t *testing.T) {
+		p := newPlugin(t, Config{GitHubURL: gh.URL(), ClientID: clientID, GitHubCAFile: caFile})
+		tok, err := p.Token(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loginOf(t, gh, tok.Value); got != "Octocat" {
+			t.Errorf("the token belongs to %q, want Octocat", got)
+		}
+	})
+	t.Run("a file without PEM is refused at start, naming the field", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "empty.crt")
+		if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(Config{GitHubCAFile: bad, CacheDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "GitHubCAFile") {
+			t.Fatalf("err = %v, want one naming GitHubCAFile", err)
+		}
+	})
+}

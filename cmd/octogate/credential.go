@@ -16,11 +16,12 @@ const (
 	envGitHubToken   = "GITHUB_TOKEN"
 	envOAuthClientID = "OCTOGATE_OAUTH_CLIENT_ID"
 	envGitHubURL     = "OCTOGATE_GITHUB_URL"
+	envGitHubCAFile  = "OCTOGATE_GITHUB_CA_FILE"
 	envExecInfo      = "KUBERNETES_EXEC_INFO"
 )
 
 func newCredentialCmd() *cobra.Command {
-	var clientID, githubURL string
+	var clientID, githubURL, githubCAFile string
 	var forget bool
 	cmd := &cobra.Command{
 		Use:   "credential",
@@ -37,10 +38,11 @@ OAuth device flow (its instructions go to stderr). The device-flow token is cach
 				return oneLine(err)
 			}
 			p, err := credential.New(credential.Config{
-				GitHubURL:   firstSet(githubURL, os.Getenv(envGitHubURL)),
-				ClientID:    firstSet(clientID, os.Getenv(envOAuthClientID)),
-				GitHubToken: os.Getenv(envGitHubToken),
-				Prompt:      cmd.ErrOrStderr(),
+				GitHubURL:    firstSet(githubURL, os.Getenv(envGitHubURL)),
+				GitHubCAFile: firstSet(githubCAFile, os.Getenv(envGitHubCAFile)),
+				ClientID:     firstSet(clientID, os.Getenv(envOAuthClientID)),
+				GitHubToken:  os.Getenv(envGitHubToken),
+				Prompt:       cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return oneLine(err)
@@ -62,6 +64,7 @@ OAuth device flow (its instructions go to stderr). The device-flow token is cach
 	f := cmd.Flags()
 	f.StringVar(&clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
 	f.StringVar(&githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
+	f.StringVar(&githubCAFile, "github-ca-file", "", "extra PEM CA bundle for a GitHub Enterprise with a private CA (default $"+envGitHubCAFile+")")
 	f.BoolVar(&forget, "forget", false, "delete the cached device-flow token and exit")
 	return cmd
 }
@@ -108,6 +111,7 @@ func newKubeconfigUserCmd() *cobra.Command {
 	f.StringVar(&k.Context, "context", "", "context name, set as current (default the cluster name)")
 	f.StringVar(&k.ClientID, "client-id", "", "GitHub OAuth app client id passed to the plugin (default $"+envOAuthClientID+")")
 	f.StringVar(&k.GitHubURL, "github-url", "", "GitHub web URL passed to the plugin (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
+	f.StringVar(&k.GitHubCAFile, "github-ca-file", "", "absolute path of a PEM CA bundle for GitHub Enterprise, passed to the plugin")
 	f.StringVar(&k.Command, "command", "", "absolute path of the octogate binary kubectl runs (default this binary)")
 	_ = cmd.MarkFlagRequired("server")
 	_ = cmd.MarkFlagRequired("ca")
