@@ -50,7 +50,8 @@ fuzz:
 
 ## demo: a local kube-apiserver using octogate, kubectl as GitHub users (Ctrl-C stops it)
 demo: tools build
-	$(GO) run ./cmd/octogate-demo
+	$(GO) build -o bin/octogate-demo ./cmd/octogate-demo
+	@exec bin/octogate-demo -octogate $(CURDIR)/bin/octogate
 
 clean:
 	rm -rf bin demo

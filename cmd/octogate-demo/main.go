@@ -33,11 +33,13 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "demo", "directory for the kubeconfig, relative to the repository root")
-	port := flag.Int("port", 0, "octogate's port on 127.0.0.1 (0 = a free one)")
-	keep := flag.Bool("keep", false, "keep the temporary state (logs, certificates) after Ctrl-C")
-	octogate := flag.String("octogate", "", "use this octogate binary instead of building ./cmd/octogate")
-	flag.Parse()
+	// A FlagSet of its own: controller-runtime registers -kubeconfig on flag.CommandLine.
+	flags := flag.NewFlagSet("octogate-demo", flag.ExitOnError)
+	dir := flags.String("dir", "demo", "directory for the kubeconfig, relative to the repository root")
+	port := flags.Int("port", 0, "octogate's port on 127.0.0.1 (0 = a free one)")
+	keep := flags.Bool("keep", false, "keep the temporary state (logs, certificates) after Ctrl-C")
+	octogate := flags.String("octogate", "", "use this octogate binary instead of building ./cmd/octogate")
+	_ = flags.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -160,7 +162,10 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
 		return err
 	}
-	defer os.Remove(kubeconfig)
+	defer func() {
+		os.Remove(kubeconfig)
+		os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
+	}()
 
 	printTour(kubeconfig, work, realGitHub)
 	select {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -54,22 +55,6 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	// controller-runtime pieces (certwatcher, the manager) log through logr.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
-	server, err := webhooks.New(webhooks.Config{
-		Listen:          cfg.Listen,
-		TLSCertFile:     cfg.TLSCertFile,
-		TLSKeyFile:      cfg.TLSKeyFile,
-		ClientCAFile:    cfg.ClientCAFile,
-		MaxInflight:     cfg.MaxInflight,
-		ShutdownDelay:   cfg.ShutdownDelay,
-		ShutdownTimeout: cfg.ShutdownTimeout,
-		Logger:          log,
-		Registerer:      registry,
-		Gatherer:        registry,
-	})
-	if err != nil {
-		return err
-	}
-
 	authn, err := tokenreview.New(tokenreview.Config{
 		GitHubAPIURL:   cfg.GitHubAPIURL,
 		GitHubCAFile:   cfg.GitHubCAFile,
@@ -83,7 +68,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Registerer:     registry,
 	})
 	if err != nil {
-		return err
+		return namedError(err)
 	}
 
 	authz, err := subjectaccessreview.New(subjectaccessreview.Config{
@@ -92,24 +77,18 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Registerer: registry,
 	})
 	if err != nil {
-		return fmt.Errorf("OCTOGATE_POLICY_FILE=%q: %w", cfg.PolicyFile, err)
+		return namedError(err)
 	}
 
 	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log}
 	mutator, err := admission.NewMutator(admissionCfg)
 	if err != nil {
-		return err
+		return namedError(err)
 	}
 	validator, err := admission.NewValidator(admissionCfg)
 	if err != nil {
-		return err
+		return namedError(err)
 	}
-
-	server.Handle("/authenticate", "authenticate", authn)
-	server.Handle("/authorize", "authorize", authz)
-	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
-	server.Handle("/validate/namespaces", "validate-namespaces", validator)
-	server.AddReadyCheck("policy", authz.Ready)
 
 	var mgr manager.Manager
 	if cfg.Controller {
@@ -117,6 +96,28 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			return err
 		}
 	}
+
+	server, err := webhooks.New(webhooks.Config{
+		Listen:          cfg.Listen,
+		TLSCertFile:     cfg.TLSCertFile,
+		TLSKeyFile:      cfg.TLSKeyFile,
+		ClientCAFile:    cfg.ClientCAFile,
+		MaxInflight:     cfg.MaxInflight,
+		ShutdownDelay:   cfg.ShutdownDelay,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          log,
+		Registerer:      registry,
+		Gatherer:        registry,
+	})
+	if err != nil {
+		return namedError(err)
+	}
+
+	server.Handle("/authenticate", "authenticate", authn)
+	server.Handle("/authorize", "authorize", authz)
+	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
+	server.Handle("/validate/namespaces", "validate-namespaces", validator)
+	server.AddReadyCheck("policy", authz.Ready)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.Run(ctx) })
@@ -135,6 +136,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 // newManager builds the controller-runtime manager of the ownership controller. It serves no
 // HTTP of its own: its metrics land in the shared registry that /metrics serves.
 func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
+	if cfg.LeaderElect && cfg.LeaderElectionNamespace == "" && !inCluster() {
+		return nil, fmt.Errorf("OCTOGATE_LEADER_ELECTION_NAMESPACE is required with OCTOGATE_LEADER_ELECT=true outside a cluster: expected the namespace of the leader-election Lease")
+	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("OCTOGATE_CONTROLLER=true needs a Kubernetes API (in-cluster config or KUBECONFIG): %w", err)
@@ -167,4 +171,30 @@ func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
 		return nil, fmt.Errorf("ownership controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// inCluster reports whether the process runs in a pod with a service account, where
+// controller-runtime finds the leader-election namespace by itself.
+func inCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return err == nil
+}
+
+// fieldVariables maps the Config field names that component constructors put in their errors
+// to the variables they come from, so a bad value is reported as the operator wrote it.
+var fieldVariables = strings.NewReplacer(
+	"TLSCertFile/TLSKeyFile", "OCTOGATE_TLS_CERT_FILE/OCTOGATE_TLS_KEY_FILE",
+	"TLSCertFile", "OCTOGATE_TLS_CERT_FILE",
+	"TLSKeyFile", "OCTOGATE_TLS_KEY_FILE",
+	"ClientCAFile", "OCTOGATE_CLIENT_CA_FILE",
+	"GitHubAPIURL", "OCTOGATE_GITHUB_API_URL",
+	"GitHubCAFile", "OCTOGATE_GITHUB_CA_FILE",
+	"PolicyFile", "OCTOGATE_POLICY_FILE",
+	"UsernamePrefix", "OCTOGATE_USERNAME_PREFIX",
+	"AdminGroups", "OCTOGATE_ADMIN_GROUPS",
+)
+
+// namedError rewrites a constructor's error to name variables instead of Config fields.
+func namedError(err error) error {
+	return errors.New(fieldVariables.Replace(err.Error()))
 }
