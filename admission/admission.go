@@ -78,7 +78,7 @@ func NewMutator(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	m := newMutator(cfg)
-	return standalone(m, m.log)
+	return standalone(m, m.reporter)
 }
 
 // NewValidator returns the http.Handler for POST /validate/namespaces: on Namespace UPDATE
@@ -89,15 +89,17 @@ func NewValidator(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	v := newValidator(cfg)
-	return standalone(v, v.log)
+	return standalone(v, v.reporter)
 }
 
-// standalone wraps h so it serves AdmissionReviews on any mux. controller-runtime hands the
-// handler r.Context(), which carries the server's webhooks.Record slot. MetricsPath stays
+// standalone wraps h, which reports through rep, so it serves AdmissionReviews on any mux.
+// controller-runtime hands the handler r.Context(), which carries the server's
+// webhooks.Record slot and the envelope guard's hold on the outcome. MetricsPath stays
 // empty: the webhooks server meters every route itself. The log constructor adds nothing per
 // request (the default formats six attributes on every review, a sixth of its cost); reporter
 // logs the review instead.
-func standalone(h ctrladmission.Handler, log *slog.Logger) (http.Handler, error) {
+func standalone(h ctrladmission.Handler, rep reporter) (http.Handler, error) {
+	log := rep.log
 	hook, err := ctrladmission.StandaloneWebhook(
 		&ctrladmission.Webhook{
 			Handler:        h,
@@ -108,7 +110,7 @@ func standalone(h ctrladmission.Handler, log *slog.Logger) (http.Handler, error)
 	if err != nil {
 		return nil, err
 	}
-	return envelopeGuard{next: hook}, nil
+	return envelopeGuard{next: hook, reporter: rep}, nil
 }
 
 // isNamespace reports whether req is about a Namespace object itself (not a subresource
@@ -132,7 +134,8 @@ func decodeNamespace(raw runtime.RawExtension) (*corev1.Namespace, error) {
 }
 
 // reporter reports each review's outcome: to the webhooks server (webhooks.Record, or a
-// test's fake) and as a debug log line.
+// test's fake) and as a debug log line. Under envelopeGuard the outcome goes to the guard,
+// which passes it on once the answer is known to stand.
 type reporter struct {
 	log     *slog.Logger
 	webhook string
@@ -144,12 +147,17 @@ func newReporter(log *slog.Logger, webhook string) reporter {
 }
 
 func (r reporter) record(ctx context.Context, req ctrladmission.Request, decision, reason string) {
-	r.outcome(ctx, webhooks.Outcome{
+	o := webhooks.Outcome{
 		Decision: decision,
 		User:     req.UserInfo.Username,
 		UID:      string(req.UID),
 		Reason:   reason,
-	})
+	}
+	if held, ok := ctx.Value(heldOutcomeKey{}).(*heldOutcome); ok {
+		held.outcome, held.set = o, true
+	} else {
+		r.outcome(ctx, o)
+	}
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.DebugContext(ctx, "admission review", "webhook", r.webhook, "uid", string(req.UID),
 			"user", req.UserInfo.Username, "operation", string(req.Operation),

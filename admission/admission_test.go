@@ -2,11 +2,12 @@ package admission
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
-	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,24 +53,24 @@ type ctxKey struct{}
 func TestHandlersGetTheRequestContext(t *testing.T) {
 	tests := []struct {
 		name string
-		new  func(record func(context.Context, webhooks.Outcome)) ctrladmission.Handler
+		new  func(record func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter)
 	}{
-		{"mutator", func(r func(context.Context, webhooks.Outcome)) ctrladmission.Handler {
+		{"mutator", func(r func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter) {
 			m := newMutator(Config{})
 			m.outcome = r
-			return m
+			return m, m.reporter
 		}},
-		{"validator", func(r func(context.Context, webhooks.Outcome)) ctrladmission.Handler {
+		{"validator", func(r func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter) {
 			v := newValidator(Config{})
 			v.outcome = r
-			return v
+			return v, v.reporter
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen any
-			handler := tc.new(func(ctx context.Context, _ webhooks.Outcome) { seen = ctx.Value(ctxKey{}) })
-			h, err := standalone(handler, slog.Default())
+			handler, rep := tc.new(func(ctx context.Context, _ webhooks.Outcome) { seen = ctx.Value(ctxKey{}) })
+			h, err := standalone(handler, rep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,33 +162,66 @@ func indent(t *testing.T, b []byte) []byte {
 	return append(bytes.TrimSpace(out.Bytes()), '\n')
 }
 
-func TestRequestsThatAreNotAdmissionReviewsGet400(t *testing.T) {
+// Every request controller-runtime does not answer with a review gets HTTP 400 with a
+// one-line error in JSON words, and that error, not whatever the handler decided about the
+// body on the way, is the request's one recorded outcome.
+func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) {
 	tests := []struct {
-		name    string
-		body    string
-		wantErr string
+		name        string
+		contentType string // "" means application/json
+		body        string
+		wantErr     string
 	}{
-		{"not JSON", `not json`, "not an AdmissionReview"},
-		{"a JSON array", `[1,2]`, "not an AdmissionReview"},
-		{"wrong kind", `{"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"x"}}`, `kind \"Pod\"`},
-		{"unknown apiVersion", `{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"x"}}`, `apiVersion \"admission.k8s.io/v2\"`},
-		{"no apiVersion", `{"kind":"AdmissionReview","request":{"uid":"x"}}`, "apiVersion"},
-		{"no request", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, "no request.uid"},
-		{"empty body", ``, "not an AdmissionReview"},
+		{"a review of another kind", "", `{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}`, `kind must be AdmissionReview, not "Pod"`},
+		{"another kind with a request", "", `{"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"x"}}`, `kind must be AdmissionReview, not "Pod"`},
+		{"unknown apiVersion", "", `{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"x"}}`, `apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1, not "admission.k8s.io/v2"`},
+		{"no apiVersion", "", `{"kind":"AdmissionReview","request":{"uid":"x"}}`, "apiVersion must be admission.k8s.io/v1 or admission.k8s.io/v1beta1 (it is missing)"},
+		{"no kind", "", `{"apiVersion":"admission.k8s.io/v1","request":{"uid":"x"}}`, "kind must be AdmissionReview (it is missing)"},
+		{"kind that is not a string", "", `{"apiVersion":"admission.k8s.io/v1","kind":7,"request":{"uid":"x"}}`, "kind is a JSON number, want a string"},
+		{"no request", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, "request is missing: want an AdmissionReview request with a uid"},
+		{"an empty object", "", `{}`, "request is missing: want an AdmissionReview request with a uid"},
+		{"request that is not an object", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[1]}`, "request is a JSON array, want an object"},
+		{"no request.uid", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`, "request.uid is missing or empty"},
+		{"request.uid that is not a string", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, "request.uid is a JSON number, want a string"},
+		{"a request field of the wrong type", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":"g"}}}`, "request.userInfo.groups is a JSON string, want an array"},
+		{"empty body", "", ``, "body is empty: want an AdmissionReview"},
+		{"null", "", `null`, "body is JSON null, want an AdmissionReview object"},
+		{"a JSON array", "", `[1,2]`, "body is a JSON array, want an AdmissionReview object"},
+		{"a JSON string", "", `"x"`, "body is a JSON string, want an AdmissionReview object"},
+		{"not JSON", "", `not json`, "body is not JSON: invalid character 'o' in literal null (expecting 'u') at byte 2"},
+		{"another Content-Type", "text/plain", `{}`, `Content-Type must be application/json, not "text/plain"`},
 	}
 	for _, tc := range tests {
 		for name, newHandler := range map[string]func(testing.TB) (http.Handler, *outcomes){"mutate": testMutator, "validate": testValidator} {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
-				h, _ := newHandler(t)
-				w := serve(context.Background(), h, []byte(tc.body))
+				h, out := newHandler(t)
+				r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
+				r.Header.Set("Content-Type", cmp.Or(tc.contentType, "application/json"))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
 				if w.Code != http.StatusBadRequest {
 					t.Fatalf("HTTP %d, want 400: %s", w.Code, w.Body)
 				}
 				body := w.Body.String()
-				if strings.Count(body, "\n") != 1 || !strings.HasPrefix(body, `{"error":"`) || !strings.Contains(body, tc.wantErr) {
-					t.Errorf("body %q, want one line {\"error\":...} containing %q", body, tc.wantErr)
+				var e struct{ Error string }
+				if strings.Count(body, "\n") != 1 || !strings.HasPrefix(body, `{"error":"`) || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error != tc.wantErr {
+					t.Errorf("body %q, want one line {\"error\":%q}", body, tc.wantErr)
+				}
+				if got, want := out.last(t), (webhooks.Outcome{Decision: "error", Reason: tc.wantErr}); got != want {
+					t.Errorf("recorded %+v, want %+v", got, want)
 				}
 			})
 		}
+	}
+}
+
+// A review the guard lets through records the handler's own outcome, once.
+func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
+	h, out := testMutator(t)
+	req := namespaceRequest(admissionv1.Create, `{"metadata":{"name":"a"}}`, "", octocat)
+	review(t, h, v1, req)
+	want := webhooks.Outcome{Decision: decisionPatch, User: octocat.Username, UID: string(req.UID)}
+	if got := out.last(t); got != want {
+		t.Fatalf("recorded %+v, want %+v", got, want)
 	}
 }

@@ -2,9 +2,15 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"reflect"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -13,20 +19,66 @@ import (
 
 // envelopeGuard gives requests that are not an admission.k8s.io/v1 or v1beta1 AdmissionReview
 // with a uid the answer every octogate route gives to a bad body: HTTP 400 with a one-line
-// JSON error (webhooks.WriteError). controller-runtime answers them with HTTP 200 instead: an
+// JSON error (webhooks.WriteError) in plain words, recorded as webhooks.Outcome{Decision:
+// "error", Reason: <that error>}. controller-runtime answers them with HTTP 200 instead: an
 // AdmissionReview without apiVersion and kind carrying the error when the body does not
 // decode, or a review echoing whatever apiVersion and kind (even "foo/v1" "Pod") it was sent.
 //
 // It reads the first bytes of controller-runtime's answer rather than parsing the request a
 // second time, so a well-formed review costs one prefix comparison. controller-runtime writes
 // the whole answer with one json.Encoder.Encode of a v1.AdmissionReview, whose fields come out
-// in struct order: kind, apiVersion, response (whose first field is uid).
+// in struct order: kind, apiVersion, response (whose first field is uid). Only a refused
+// request is parsed again, to say what is wrong with it.
+//
+// The handler may already have decided about a refused request (controller-runtime calls it
+// for any body that decodes), so the guard holds the handler's outcome until the answer is
+// known and reports exactly one outcome per request: the handler's, or the error.
 type envelopeGuard struct {
-	next http.Handler
+	next     http.Handler
+	reporter reporter
+}
+
+// heldOutcomeKey is the context key of the *heldOutcome a guarded handler reports into.
+type heldOutcomeKey struct{}
+
+// heldOutcome is the handler's outcome, kept until the guard knows the answer stands.
+type heldOutcome struct {
+	outcome webhooks.Outcome
+	set     bool
 }
 
 func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.next.ServeHTTP(&guardWriter{ResponseWriter: w}, r)
+	ctx := r.Context()
+	var body []byte
+	if r.Body != nil {
+		// The webhooks server has already read and bounded the body; this copies it, in one
+		// allocation when the length is declared.
+		buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), webhooks.MaxBodyBytes)+bytes.MinRead))
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			g.refuse(ctx, w, "reading body failed")
+			return
+		}
+		body = buf.Bytes()
+	}
+	gw := &guardWriter{ResponseWriter: w}
+	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
+	inner.Body = io.NopCloser(bytes.NewReader(body))
+	g.next.ServeHTTP(gw, inner)
+	switch {
+	case gw.refused:
+		g.refuse(ctx, w, envelopeError(r.Header.Get("Content-Type"), body))
+	case gw.held.set:
+		g.reporter.outcome(ctx, gw.held.outcome)
+	}
+}
+
+// refuse answers 400 with msg and records it as the request's outcome.
+func (g envelopeGuard) refuse(ctx context.Context, w http.ResponseWriter, msg string) {
+	g.reporter.outcome(ctx, webhooks.Outcome{Decision: decisionError, Reason: msg})
+	if g.reporter.log.Enabled(ctx, slog.LevelDebug) {
+		g.reporter.log.DebugContext(ctx, "admission request refused", "webhook", g.reporter.webhook, "reason", msg)
+	}
+	webhooks.WriteError(w, http.StatusBadRequest, msg)
 }
 
 var reviewPrefixes = [...][]byte{
@@ -35,19 +87,17 @@ var reviewPrefixes = [...][]byte{
 }
 
 // guardWriter passes the answer through when it starts like a supported AdmissionReview
-// with a non-empty uid, else replaces it with the 400 error.
+// with a non-empty uid, else swallows it: the guard then answers with the 400 error.
 type guardWriter struct {
 	http.ResponseWriter
 	decided, refused bool
+	held             heldOutcome
 }
 
 func (g *guardWriter) Write(p []byte) (int, error) {
 	if !g.decided {
 		g.decided = true
 		g.refused = !isReviewAnswer(p)
-		if g.refused {
-			webhooks.WriteError(g.ResponseWriter, http.StatusBadRequest, envelopeError(p))
-		}
 	}
 	if g.refused {
 		return len(p), nil
@@ -64,18 +114,157 @@ func isReviewAnswer(p []byte) bool {
 	return false
 }
 
-// envelopeError says what was wrong with the request, from controller-runtime's answer.
-func envelopeError(answer []byte) string {
-	var ar admissionv1.AdmissionReview
-	if err := json.Unmarshal(answer, &ar); err != nil {
-		return "not an AdmissionReview"
+const (
+	reviewKind      = "AdmissionReview"
+	apiVersionV1    = "admission.k8s.io/v1"
+	apiVersionBeta1 = "admission.k8s.io/v1beta1"
+)
+
+// envelopeError says in plain words what is wrong with a request controller-runtime did not
+// answer with a review: its Content-Type (controller-runtime takes only application/json),
+// its JSON, its apiVersion and kind, or its request.uid. Field names compare exactly, as the
+// API machinery's decoder does. A body with neither apiVersion nor kind is read as a v1
+// AdmissionReview, as controller-runtime does.
+func envelopeError(contentType string, body []byte) string {
+	if contentType != "application/json" {
+		if contentType == "" {
+			return "Content-Type must be application/json"
+		}
+		return fmt.Sprintf("Content-Type must be application/json, not %q", clip(contentType))
 	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "body is empty: want an AdmissionReview"
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Sprintf("body is not JSON: %v at byte %d", se, se.Offset)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Sprintf("body is a JSON %s, want an AdmissionReview object", jsonValue(te.Value))
+		}
+		return "body is not a JSON object"
+	}
+	if top == nil {
+		return "body is JSON null, want an AdmissionReview object"
+	}
+	apiVersion, msg := stringField(top, "apiVersion")
+	if msg != "" {
+		return msg
+	}
+	kind, msg := stringField(top, "kind")
+	if msg != "" {
+		return msg
+	}
+	if apiVersion != "" || kind != "" {
+		if kind != reviewKind {
+			return "kind must be AdmissionReview" + got(kind)
+		}
+		if apiVersion != apiVersionV1 && apiVersion != apiVersionBeta1 {
+			return "apiVersion must be " + apiVersionV1 + " or " + apiVersionBeta1 + got(apiVersion)
+		}
+	}
+	raw, ok := top["request"]
+	if !ok || string(raw) == "null" {
+		return "request is missing: want an AdmissionReview request with a uid"
+	}
+	var request map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &request); err != nil {
+		return "request is a JSON " + jsonKind(raw) + ", want an object"
+	}
+	uid, msg := stringField(request, "uid")
 	switch {
-	case ar.Kind == "" && ar.Response != nil && ar.Response.Result != nil:
-		return "not an AdmissionReview: " + ar.Response.Result.Message
-	case ar.Kind != "AdmissionReview" || (ar.APIVersion != "admission.k8s.io/v1" && ar.APIVersion != "admission.k8s.io/v1beta1"):
-		return fmt.Sprintf("unsupported apiVersion %q kind %q: want an admission.k8s.io/v1 or v1beta1 AdmissionReview", ar.APIVersion, ar.Kind)
+	case msg != "":
+		return "request." + msg
+	case uid == "":
+		return "request.uid is missing or empty"
+	}
+	// The envelope is fine, so a field inside the request has the wrong JSON type.
+	var ar admissionv1.AdmissionReview
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(body, &ar); errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, jsonValue(te.Value), jsonType(te.Type))
+	}
+	return "body is not an AdmissionReview request"
+}
+
+// stringField reads obj[name] as a string ("" when absent or null), or says why it is not one.
+func stringField(obj map[string]json.RawMessage, name string) (string, string) {
+	raw, ok := obj[name]
+	if !ok || string(raw) == "null" {
+		return "", ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", name + " is a JSON " + jsonKind(raw) + ", want a string"
+	}
+	return s, ""
+}
+
+// got is ", not VALUE" for a value that was set, or " (it is missing)".
+func got(value string) string {
+	if value == "" {
+		return " (it is missing)"
+	}
+	return fmt.Sprintf(", not %q", clip(value))
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// jsonKind names the JSON type of a valid JSON value.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "value"
+	}
+	switch raw[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
 	default:
-		return "not an AdmissionReview request: no request.uid"
+		return "number"
+	}
+}
+
+// jsonValue is the JSON type word of an UnmarshalTypeError's Value ("number", "array", ...),
+// without the number itself.
+func jsonValue(v string) string {
+	word, _, _ := strings.Cut(v, " ")
+	return word
+}
+
+// jsonType names, in JSON words, what decodes into a Go value of type t.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	default:
+		return "a number"
 	}
 }

@@ -66,7 +66,7 @@ func testMutator(t testing.TB) (http.Handler, *outcomes) {
 	m := newMutator(Config{Logger: quiet})
 	out := &outcomes{}
 	m.outcome = out.record
-	h, err := standalone(m, m.log)
+	h, err := standalone(m, m.reporter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func testValidator(t testing.TB) (http.Handler, *outcomes) {
 	v := newValidator(Config{AdminGroups: []string{"github:acme/platform-admins"}, Logger: quiet})
 	out := &outcomes{}
 	v.outcome = out.record
-	h, err := standalone(v, v.log)
+	h, err := standalone(v, v.reporter)
 	if err != nil {
 		t.Fatal(err)
 	}

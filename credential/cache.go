@@ -14,7 +14,8 @@ import (
 // ErrCorruptCache is wrapped when the token cache file exists but cannot be used. The plugin
 // writes the file atomically (temporary file + rename), so a corrupt file was changed by
 // something else; rather than overwrite what it does not understand, the plugin stops and
-// names the file (delete it, or run `octogate credential --forget`, to log in again).
+// names the file and the exact `octogate credential --forget ...` command (with the same
+// --client-id and --github-url) that deletes it.
 var ErrCorruptCache = errors.New("token cache is corrupt")
 
 // earlyRefresh is how long before a known expiry a cached token stops being handed out, so
@@ -38,8 +39,9 @@ func cachePath(dir, githubURL, clientID string) string {
 }
 
 // readCache returns the cached token, nil when there is none, or an error wrapping
-// ErrCorruptCache. Errors never quote the file's content.
-func readCache(path string) (*cacheFile, error) {
+// ErrCorruptCache that ends with forget, the command that deletes the file. Errors never
+// quote the file's content.
+func readCache(path, forget string) (*cacheFile, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -49,10 +51,10 @@ func readCache(path string) (*cacheFile, error) {
 	}
 	var c cacheFile
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %s is not valid JSON; delete it (or run octogate credential --forget) to log in again", ErrCorruptCache, path)
+		return nil, fmt.Errorf("%w: %s is not valid JSON; to log in again, delete it or run: %s", ErrCorruptCache, path, forget)
 	}
 	if c.AccessToken == "" {
-		return nil, fmt.Errorf("%w: %s has no accessToken; delete it (or run octogate credential --forget) to log in again", ErrCorruptCache, path)
+		return nil, fmt.Errorf("%w: %s has no accessToken; to log in again, delete it or run: %s", ErrCorruptCache, path, forget)
 	}
 	return &c, nil
 }

@@ -173,7 +173,7 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 		return Token{}, ErrNoClientID
 	}
 	path := p.CachePath()
-	c, err := readCache(path)
+	c, err := readCache(path, p.ForgetCommand())
 	switch {
 	case err != nil:
 		return Token{}, err
@@ -197,13 +197,50 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceDeviceFlow}, nil
 }
 
-// Forget deletes the cached device-flow token, so the next run starts a new device flow (for
-// a token GitHub has revoked). A missing file is not an error.
-func (p *Plugin) Forget() error {
-	if err := os.Remove(p.CachePath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+// Forget deletes the cached device-flow token (CachePath), so the next run starts a new
+// device flow (for a token GitHub has revoked). removed is false when there was no file,
+// which is not an error.
+func (p *Plugin) Forget() (removed bool, err error) {
+	err = os.Remove(p.CachePath())
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	default:
+		return false, err
 	}
-	return nil
+}
+
+// ForgetCommand is the shell command that deletes this plugin's cached token: `octogate
+// credential --forget` with the same --client-id, and --github-url unless it is
+// DefaultGitHubURL, as the cache file is keyed by both (the flags "octogate kubeconfig user"
+// writes into the kubeconfig). Values that need it are single-quoted for a POSIX shell.
+func (p *Plugin) ForgetCommand() string {
+	args := []string{"octogate", "credential", "--forget"}
+	if p.cfg.ClientID != "" {
+		args = append(args, "--client-id", shellQuote(p.cfg.ClientID))
+	}
+	if p.cfg.GitHubURL != DefaultGitHubURL {
+		args = append(args, "--github-url", shellQuote(p.cfg.GitHubURL))
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote returns s as one POSIX shell word: unchanged when it has only characters no
+// shell treats specially, else single-quoted.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./_-", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func expiryOr(exp, now time.Time) time.Time {

@@ -267,15 +267,15 @@ func TestDeviceFlowThroughStandIn(t *testing.T) {
 		}
 	})
 
-	t.Run("forget removes the cache", func(t *testing.T) {
-		if err := p.Forget(); err != nil {
-			t.Fatal(err)
+	t.Run("forget removes the cache, and says when there is none", func(t *testing.T) {
+		if removed, err := p.Forget(); err != nil || !removed {
+			t.Fatalf("Forget() = %v, %v, want removed", removed, err)
 		}
 		if _, err := os.Stat(p.CachePath()); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cache still there: %v", err)
 		}
-		if err := p.Forget(); err != nil {
-			t.Errorf("forgetting twice: %v", err)
+		if removed, err := p.Forget(); err != nil || removed {
+			t.Errorf("forgetting twice = %v, %v, want nothing removed and no error", removed, err)
 		}
 	})
 }
@@ -417,6 +417,11 @@ func TestCache(t *testing.T) {
 				if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "\n") {
 					t.Errorf("error shows the cache content or is not one line: %q", err)
 				}
+				// The cache file is keyed by GitHub URL and client id: the hint must name both.
+				wantHint := "run: octogate credential --forget --client-id " + clientID + " --github-url " + strings.TrimSuffix(gh.URL(), "/")
+				if !strings.HasSuffix(err.Error(), wantHint) {
+					t.Errorf("err = %q, want it to end with %q", err, wantHint)
+				}
 				return
 			}
 			if err != nil {
@@ -492,4 +497,28 @@ func TestGitHubCAFileTrustsAPrivateGitHubEnterprise(t *testing.T) {
 			t.Fatalf("err = %v, want one naming GitHubCAFile", err)
 		}
 	})
+}
+
+func TestForgetCommandNamesTheFlagsTheCacheFileIsKeyedBy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		githubURL string
+		clientID  string
+		want      string
+	}{
+		{"github.com needs only the client id", "", "Iv1.abc", "octogate credential --forget --client-id Iv1.abc"},
+		{"github.com spelled out is the default", "https://github.com/", "Iv1.abc", "octogate credential --forget --client-id Iv1.abc"},
+		{"GitHub Enterprise adds its URL", "https://ghe.example.com/", "Iv1.abc", "octogate credential --forget --client-id Iv1.abc --github-url https://ghe.example.com"},
+		{"no client id", "https://ghe.example.com", "", "octogate credential --forget --github-url https://ghe.example.com"},
+		{"a client id a shell would split is quoted", "", "my app's id", `octogate credential --forget --client-id 'my app'\''s id'`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPlugin(t, Config{GitHubURL: tt.githubURL, ClientID: tt.clientID})
+			if got := p.ForgetCommand(); got != tt.want {
+				t.Errorf("ForgetCommand() = %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

@@ -81,16 +81,19 @@ func TestBadRequestsGet400(t *testing.T) {
 		name, body, wantInError string
 	}{
 		{"empty body", "", "empty body"},
-		{"malformed JSON", `{"apiVersion":`, "decoding JSON"},
-		{"JSON that is not an object", `[1,2]`, "decoding JSON"},
-		{"null", `null`, "apiVersion is missing"},
+		{"malformed JSON", `{"apiVersion":`, "body is not JSON"},
+		{"JSON array", `[1,2]`, "body is a JSON array, want a SubjectAccessReview object"},
+		{"JSON string", `"x"`, "body is a JSON string, want a SubjectAccessReview object"},
+		{"null", `null`, "body is JSON null, want a SubjectAccessReview object"},
 		{"missing apiVersion", `{"kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, "apiVersion is missing"},
 		{"unknown apiVersion", `{"apiVersion":"authorization.k8s.io/v2","kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `"authorization.k8s.io/v2" is not supported`},
 		{"another API's review", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"x"}}`, "not supported"},
 		{"wrong kind", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `kind "SelfSubjectAccessReview"`},
 		{"neither attributes", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u"}}`, "neither"},
 		{"both attributes", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u","resourceAttributes":{"verb":"get","resource":"pods"},"nonResourceAttributes":{"path":"/","verb":"get"}}}`, "both"},
-		{"wrong field type", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":["u"]}}`, "decoding JSON"},
+		{"wrong field type", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":["u"]}}`, "spec.user is a JSON array, want a string"},
+		{"attributes that are not an object", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u","resourceAttributes":"pods"}}`, "spec.resourceAttributes is a JSON string, want an object"},
+		{"groups that are not an array", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u","groups":"g"}}`, "spec.groups is a JSON string, want an array"},
 	}
 	a := tableAuthorizer(t)
 	for _, tc := range cases {
@@ -110,6 +113,9 @@ func TestBadRequestsGet400(t *testing.T) {
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tc.wantInError) {
 				t.Fatalf("error body %s, want an error containing %q", rec.Body, tc.wantInError)
+			}
+			if strings.Contains(e.Error, "subjectaccessreview.") || strings.Contains(e.Error, "Go ") || strings.Contains(e.Error, "json:") {
+				t.Fatalf("error %q speaks of Go types, want JSON words", e.Error)
 			}
 			if got.Decision != "error" {
 				t.Fatalf("recorded %+v, want decision error", got)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -147,7 +148,7 @@ func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
 	}
 	var generic any
 	if err := yaml.Unmarshal(data, &generic); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, fmt.Errorf("not valid YAML: %w", yamlError{err})
 	}
 	var problems []FieldError
 	checkShape("", generic, reflect.TypeFor[AuthorizationPolicy](), &problems)
@@ -156,9 +157,85 @@ func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
 	}
 	doc := &AuthorizationPolicy{}
 	if err := yaml.UnmarshalStrict(data, doc); err != nil {
-		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: err.Error()}}}
+		// The strict decoder's own message spans lines and names no field; the one problem it
+		// finds that checkShape does not is a key set twice, which duplicateKeys locates.
+		if problems := duplicateKeys(data); len(problems) > 0 {
+			return nil, &InvalidPolicyError{Problems: problems}
+		}
+		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: yamlError{err}.Error()}}}
 	}
 	return doc, nil
+}
+
+// yamlError is a YAML decoding error told on one line: sigs.k8s.io/yaml's prefixes are
+// dropped and the indented per-line list of "unmarshal errors" is joined with "; ".
+type yamlError struct{ err error }
+
+func (e yamlError) Unwrap() error { return e.err }
+
+func (e yamlError) Error() string {
+	msg := e.err.Error()
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	lines := strings.Split(msg, "\n")
+	var b strings.Builder
+	for i, line := range lines {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if i > 0 && b.Len() > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// duplicateKeys lists every key set twice in one mapping of the YAML document data, at its
+// field path with both lines, in document order. It returns nil when there is none or data
+// is not one YAML document. Aliases are not followed.
+func duplicateKeys(data []byte) []FieldError {
+	var root yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &root); err != nil {
+		return nil
+	}
+	var problems []FieldError
+	findDuplicateKeys("", &root, &problems)
+	return problems
+}
+
+func findDuplicateKeys(path string, n *yamlv3.Node, problems *[]FieldError) {
+	switch n.Kind {
+	case yamlv3.DocumentNode:
+		for _, c := range n.Content {
+			findDuplicateKeys(path, c, problems)
+		}
+	case yamlv3.SequenceNode:
+		for i, c := range n.Content {
+			findDuplicateKeys(path+"["+strconv.Itoa(i)+"]", c, problems)
+		}
+	case yamlv3.MappingNode:
+		firstLine := make(map[string]int, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, value := n.Content[i], n.Content[i+1]
+			field := join(path, key.Value)
+			if line, ok := firstLine[key.Value]; ok {
+				detail := fmt.Sprintf("set twice, at line %d and again at line %d", line, key.Line)
+				if line == key.Line {
+					detail = fmt.Sprintf("set twice on line %d", line)
+				}
+				*problems = append(*problems, FieldError{field, detail})
+			} else {
+				firstLine[key.Value] = key.Line
+			}
+			findDuplicateKeys(field, value, problems)
+		}
+	}
 }
 
 // checkShape walks a decoded JSON value against the Go type it must fill, reporting unknown

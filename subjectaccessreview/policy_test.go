@@ -53,7 +53,14 @@ func TestLoaderErrorsNameFieldPaths(t *testing.T) {
   effect: Allow
   subjects: [{kind: User, name: u}]
   resourceRules: [{verbs: [get], apiGroups: [""], resources: [pods]}]
-`), []string{"already set"}},
+`), []string{"rules[0].name: set twice, at line 4 and again at line 5"}},
+		{"duplicate key deep in a rule, reported with every other", policyWith(okRule + `- name: b
+  effect: Allow
+  effect: Deny
+  subjects: [{kind: User, name: u, name: v}]
+  resourceRules: [{verbs: [get], apiGroups: [""], resources: [pods]}]
+`), []string{"rules[1].effect: set twice, at line 9 and again at line 10", "rules[1].subjects[0].name: set twice on line 11"}},
+		{"YAML syntax error keeps its line", "apiVersion: octogate.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n\t- name: a\n", []string{"not valid YAML: line 4:"}},
 		{"verbs required", policyWith(okRule + `- name: b
   effect: Allow
   subjects: [{kind: User, name: u}]
@@ -128,6 +135,9 @@ func TestLoaderErrorsNameFieldPaths(t *testing.T) {
 				t.Fatalf("Parse accepted:\n%s\n(%d rules)", tc.doc, p.Rules())
 			}
 			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("error spans lines: %q", msg)
+			}
 			rest := msg
 			for _, w := range tc.want {
 				i := strings.Index(rest, w)
@@ -227,5 +237,13 @@ func TestWriteSummary(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestYAMLErrorsAreToldOnOneLine(t *testing.T) {
+	err := yamlError{errors.New("error converting YAML to JSON: yaml: unmarshal errors:\n  line 4: key \"name\" already set in map\n  line 6: key \"effect\" already set in map")}
+	want := `unmarshal errors: line 4: key "name" already set in map; line 6: key "effect" already set in map`
+	if err.Error() != want {
+		t.Fatalf("got %q, want %q", err.Error(), want)
 	}
 }

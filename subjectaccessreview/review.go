@@ -1,9 +1,12 @@
 package subjectaccessreview
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 )
 
 // The SubjectAccessReview versions answered, each in its own apiVersion.
@@ -73,7 +76,10 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 	}
 	var req reviewRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return "", attrs, fmt.Errorf("%w: decoding JSON: %v", errBadReview, err)
+		return "", attrs, fmt.Errorf("%w: %s", errBadReview, jsonError(err))
+	}
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		return "", attrs, fmt.Errorf("%w: body is JSON null, want a %s object", errBadReview, reviewKind)
 	}
 	switch req.APIVersion {
 	case APIVersionV1:
@@ -108,6 +114,43 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		return "", attrs, fmt.Errorf("%w: spec sets neither resourceAttributes nor nonResourceAttributes", errBadReview)
 	}
 	return req.APIVersion, attrs, nil
+}
+
+// jsonError says in JSON words what json.Unmarshal found wrong with a review body: where
+// the syntax breaks, or which field has which JSON type instead of which.
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("body is not JSON: %v at byte %d", se, se.Offset)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		value, _, _ := strings.Cut(te.Value, " ")
+		if te.Field == "" {
+			return fmt.Sprintf("body is a JSON %s, want a %s object", value, reviewKind)
+		}
+		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, value, jsonType(te.Type))
+	}
+	return "body is not JSON"
+}
+
+// jsonType names, in JSON words, what decodes into a Go value of type t.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "a number"
+	}
 }
 
 // encodeReview renders the answer to a review in apiVersion: Allow -> allowed; Deny ->

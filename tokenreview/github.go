@@ -55,8 +55,12 @@ func (g *gitHub) client(token string) *github.Client {
 	}}, g.base)
 }
 
-// Lookup asks GitHub who owns token and applies the org and naming rules.
+// Lookup asks GitHub who owns token and applies the org and naming rules. A token with a
+// byte GitHub tokens never contain is refused without asking GitHub.
 func (g *gitHub) Lookup(ctx context.Context, token string) (Identity, error) {
+	if !plausibleToken(token) {
+		return Identity{}, errImplausibleToken
+	}
 	u, err := g.fetch(ctx, token)
 	if err != nil {
 		return Identity{}, err
@@ -183,6 +187,22 @@ func ssoURL(header string) string {
 		}
 	}
 	return ""
+}
+
+// errImplausibleToken refuses a token that cannot be a GitHub token; it never quotes the token.
+var errImplausibleToken = refused("the token has characters a GitHub token never contains: it is not a GitHub token")
+
+// plausibleToken reports whether every byte of token is visible ASCII (0x21-0x7e). GitHub
+// tokens use [A-Za-z0-9_] (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/);
+// a space or control character could not even be sent in an Authorization header
+// (RFC 9110 section 5.5), so such a token is refused rather than reported as GitHub failing.
+func plausibleToken(token string) bool {
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // classify turns a go-github error into ErrRefused or ErrUnavailable with a message for

@@ -606,3 +606,48 @@ func TestIdentityRules(t *testing.T) {
 		})
 	}
 }
+
+func TestTokenWithBytesGitHubTokensNeverContainIsRefusedWithoutAskingGitHub(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	for _, tc := range []struct {
+		name string
+		json string // the token as written inside the review's JSON string
+	}{
+		{"a control character", `gho_abc\u0001def`},
+		{"a newline", `gho_abc\ndef`},
+		{"a carriage return and header", `gho_abc\r\nX-Evil: 1`},
+		{"a space", `gho_abc def`},
+		{"a tab", `gho_abc\tdef`},
+		{"DEL", `gho_abc\u007fdef`},
+		{"non-ASCII", `gho_abc\u00e9def`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gh.ResetCalls()
+			e := newEnv(t, gh, nil)
+			for i := range 2 {
+				a := e.review(t, tc.json)
+				if a.code != http.StatusOK || a.Status.Authenticated {
+					t.Fatalf("review %d: HTTP %d authenticated %v error %q, want 200 not authenticated", i, a.code, a.Status.Authenticated, a.Status.Error)
+				}
+				if !strings.Contains(a.Status.Error, "the token has characters a GitHub token never contains") {
+					t.Fatalf("review %d: status.error %q does not say why", i, a.Status.Error)
+				}
+				if strings.Contains(a.Status.Error, "gho_abc") {
+					t.Fatalf("status.error %q quotes the token", a.Status.Error)
+				}
+			}
+			for _, endpoint := range []string{"/user", "/user/memberships/orgs/{org}", "/user/teams"} {
+				if n := gh.Calls(endpoint); n != 0 {
+					t.Fatalf("GitHub %s called %d times, want 0", endpoint, n)
+				}
+			}
+			if e.cacheCount("miss") != 1 || e.cacheCount("hit") != 1 {
+				t.Fatalf("cache miss %v hit %v, want the refusal cached: 1 miss then 1 hit", e.cacheCount("miss"), e.cacheCount("hit"))
+			}
+			if strings.Contains(e.logs.String(), "gho_abc") {
+				t.Fatalf("logs quote the token:\n%s", e.logs)
+			}
+		})
+	}
+}

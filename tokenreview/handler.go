@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/octogate/octogate/webhooks"
@@ -85,9 +87,15 @@ func decodeReview(body []byte) (review, error) {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, te.Value, te.Type)
+			if te.Field == "" {
+				return rv, fmt.Errorf("body is a JSON %s, want a TokenReview object", jsonValue(te.Value))
+			}
+			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, jsonValue(te.Value), jsonType(te.Type))
 		}
 		return rv, errors.New("undecodable TokenReview: invalid JSON")
+	}
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		return rv, errors.New("body is JSON null, want a TokenReview object")
 	}
 	if rv.Kind != kindTokenReview {
 		return rv, fmt.Errorf("kind %q: want TokenReview", clip(rv.Kind))
@@ -99,6 +107,32 @@ func decodeReview(body []byte) (review, error) {
 		return rv, errors.New("spec.token is empty")
 	}
 	return rv, nil
+}
+
+// jsonValue is the JSON type word of an UnmarshalTypeError's Value ("number", "array", ...),
+// without the number itself.
+func jsonValue(v string) string {
+	word, _, _ := strings.Cut(v, " ")
+	return word
+}
+
+// jsonType names, in JSON words, what decodes into a Go value of type t.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "a number"
+	}
 }
 
 func clip(s string) string {

@@ -112,6 +112,28 @@ func TestHandlerWireFormat(t *testing.T) {
 			body: ``, wantStatus: 400, wantError: "empty body",
 		},
 		{
+			name: "JSON array is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},
+			body: `[1,2]`, wantStatus: 400, wantError: "body is a JSON array, want a TokenReview object",
+		},
+		{
+			name: "JSON string is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},
+			body: `"gho_x"`, wantStatus: 400, wantError: "body is a JSON string, want a TokenReview object",
+		},
+		{
+			name: "JSON null is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},
+			body: `null`, wantStatus: 400, wantError: "body is JSON null, want a TokenReview object",
+		},
+		{
+			name: "token that is not a string is 400 naming the field in JSON words", lookup: fakeLookup{id: octocat},
+			body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":42}}`, wantStatus: 400,
+			wantError: "spec.token is a JSON number, want a string",
+		},
+		{
+			name: "spec that is not an object is 400 naming the field in JSON words", lookup: fakeLookup{id: octocat},
+			body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":[]}`, wantStatus: 400,
+			wantError: "spec is a JSON array, want an object",
+		},
+		{
 			name: "empty token is 400", lookup: fakeLookup{id: octocat},
 			body: reviewBody(APIVersionV1, "TokenReview", ""), wantStatus: 400, wantError: "spec.token",
 		},
@@ -128,6 +150,9 @@ func TestHandlerWireFormat(t *testing.T) {
 				var e struct{ Error string }
 				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tc.wantError) {
 					t.Fatalf("error body %s, want %q", rec.Body, tc.wantError)
+				}
+				if strings.Contains(e.Error, "tokenreview.") || strings.Contains(e.Error, "Go ") || strings.Contains(e.Error, "  ") {
+					t.Fatalf("error %q speaks of Go types, want JSON words", e.Error)
 				}
 				return
 			}

@@ -48,10 +48,15 @@ OAuth device flow (its instructions go to stderr). The device-flow token is cach
 				return oneLine(err)
 			}
 			if forget {
-				if err := p.Forget(); err != nil {
+				removed, err := p.Forget()
+				switch {
+				case err != nil:
 					return oneLine(err)
+				case removed:
+					fmt.Fprintf(cmd.ErrOrStderr(), "octogate: removed the cached token %s\n", p.CachePath())
+				default:
+					fmt.Fprintf(cmd.ErrOrStderr(), "octogate: no cached token at %s\n", p.CachePath())
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "octogate: removed the cached token %s\n", p.CachePath())
 				return nil
 			}
 			tok, err := p.Token(cmd.Context())

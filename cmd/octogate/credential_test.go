@@ -226,3 +226,49 @@ func TestKubeconfigUserCommand(t *testing.T) {
 		}
 	})
 }
+
+// The corrupt-cache error names a command; run as printed, from a shell without the plugin's
+// environment, it must delete that very file, and a second run must say there is nothing left.
+func TestForgetRemovesTheFileTheCorruptCacheErrorNames(t *testing.T) {
+	isolate(t)
+	const enterprise = "https://ghe.example.com"
+	p, err := credential.New(credential.Config{GitHubURL: enterprise, ClientID: "Iv1.cmdtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := p.CachePath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"accessToken":"gho_halfwritten`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// As kubectl runs it: the flags "octogate kubeconfig user" wrote.
+	stderr := &syncBuffer{}
+	if _, code := runOctogate(t, stderr, "credential", "--client-id", "Iv1.cmdtest", "--github-url", enterprise); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr)
+	}
+	hint := strings.TrimSpace(stderr.String())
+	_, command, ok := strings.Cut(hint, "run: ")
+	if !ok || !strings.Contains(hint, path) {
+		t.Fatalf("corrupt-cache error %q names no command or not the file %s", hint, path)
+	}
+	args := strings.Fields(command)
+	if args[0] != "octogate" {
+		t.Fatalf("command %q does not start with octogate", command)
+	}
+
+	for _, want := range []string{"octogate: removed the cached token " + path, "octogate: no cached token at " + path} {
+		stderr := &syncBuffer{}
+		if _, code := runOctogate(t, stderr, args[1:]...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", command, code, stderr)
+		}
+		if got := strings.TrimSpace(stderr.String()); got != want {
+			t.Fatalf("%s: stderr %q, want %q", command, got, want)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("%s left %s: %v", command, path, err)
+		}
+	}
+}

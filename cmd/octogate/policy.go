@@ -78,7 +78,7 @@ Exit codes: 0 Allow, 1 Deny, 2 NoOpinion (the next authorizer, normally RBAC, de
 	f.StringVar(&o.user, "user", "", "username of the request, e.g. github:octocat")
 	f.StringArrayVar(&o.groups, "group", nil, "a group of the user (repeatable)")
 	f.StringVar(&o.verb, "verb", "", "verb: get, list, watch, create, update, patch, delete, ... (lowercase)")
-	f.StringVar(&o.resource, "resource", "", "resource, e.g. pods (makes a resource request)")
+	f.StringVar(&o.resource, "resource", "", "resource, e.g. pods, or resource/subresource, e.g. pods/log (makes a resource request)")
 	f.StringVar(&o.subresource, "subresource", "", "subresource, e.g. log")
 	f.StringVar(&o.apiGroup, "api-group", "", `API group; empty is the core group ""`)
 	f.StringVar(&o.namespace, "namespace", "", "namespace; empty is cluster scope")
@@ -146,6 +146,9 @@ func (o *policyCheckOptions) attributes(cmd *cobra.Command) (*subjectaccessrevie
 	case o.resource != "" && o.path != "":
 		return nil, true, usageError("--resource and --path cannot be combined")
 	}
+	if err := lowercase("--verb", "verbs", o.verb); err != nil {
+		return nil, true, err
+	}
 	a := &subjectaccessreview.Attributes{User: o.user, Groups: o.groups, Verb: o.verb}
 	if o.path != "" {
 		for _, name := range []string{"subresource", "api-group", "namespace", "name"} {
@@ -159,11 +162,40 @@ func (o *policyCheckOptions) attributes(cmd *cobra.Command) (*subjectaccessrevie
 		a.Path = o.path
 		return a, true, nil
 	}
+	resource, subresource := o.resource, o.subresource
+	if r, sub, ok := strings.Cut(o.resource, "/"); ok {
+		if f.Changed("subresource") {
+			return nil, true, usageError("--resource %q already names the subresource %q; drop --subresource or write --resource %s", o.resource, sub, r)
+		}
+		if r == "" || sub == "" || strings.Contains(sub, "/") {
+			return nil, true, usageError("--resource %q must be RESOURCE or RESOURCE/SUBRESOURCE, e.g. pods or pods/log", o.resource)
+		}
+		resource, subresource = r, sub
+	}
+	for _, c := range []struct{ flag, plural, value string }{
+		{"--resource", "resources", resource},
+		{"--subresource", "subresources", subresource},
+		{"--api-group", "API groups", o.apiGroup},
+	} {
+		if err := lowercase(c.flag, c.plural, c.value); err != nil {
+			return nil, true, err
+		}
+	}
 	a.ResourceRequest = true
-	a.Resource = o.resource
-	a.Subresource = o.subresource
+	a.Resource = resource
+	a.Subresource = subresource
 	a.APIGroup = o.apiGroup
 	a.Namespace = o.namespace
 	a.Name = o.name
 	return a, true, nil
+}
+
+// lowercase refuses a flag value with upper-case letters: kube-apiserver sends verbs,
+// resources, subresources and API groups in lower case, so such a request never happens and
+// would only match "*" rules.
+func lowercase(flag, plural, value string) error {
+	if lower := strings.ToLower(value); lower != value {
+		return usageError("%s %q: %s are lowercase, as kube-apiserver sends them: %s", flag, value, plural, lower)
+	}
+	return nil
 }

@@ -69,6 +69,15 @@ rules:
 		{"resource flags with a path exit 3", args("--user", "u", "--verb", "get", "--path", "/x", "--namespace", "n"), 3, "", "--namespace applies to resource requests"},
 		{"relative path exits 3", args("--user", "u", "--verb", "get", "--path", "healthz"), 3, "", "must start with /"},
 		{"stray argument exits 3", args("extra"), 3, "", "unexpected arguments"},
+		{"resource/subresource names the subresource", args("--user", "github:sre1", "--group", "github:acme/sre", "--verb", "get", "--resource", "pods/log", "--namespace", "team-a"), 0, "Allow\trule sre-debug-team-namespaces\n", ""},
+		{"resource/subresource with --subresource exits 3", args("--user", "u", "--verb", "get", "--resource", "pods/log", "--subresource", "exec"), 3, "", `--resource "pods/log" already names the subresource "log"`},
+		{"resource with an empty part exits 3", args("--user", "u", "--verb", "get", "--resource", "pods/"), 3, "", "must be RESOURCE or RESOURCE/SUBRESOURCE"},
+		{"resource with two slashes exits 3", args("--user", "u", "--verb", "get", "--resource", "pods/log/x"), 3, "", "must be RESOURCE or RESOURCE/SUBRESOURCE"},
+		{"upper-case verb exits 3", withMember("--verb", "GET", "--resource", "pods"), 3, "", "verbs are lowercase, as kube-apiserver sends them: get"},
+		{"upper-case verb of a non-resource request exits 3", withMember("--verb", "Get", "--path", "/version"), 3, "", "verbs are lowercase, as kube-apiserver sends them: get"},
+		{"upper-case resource exits 3", withMember("--verb", "get", "--resource", "Pods"), 3, "", "resources are lowercase, as kube-apiserver sends them: pods"},
+		{"upper-case subresource exits 3", withMember("--verb", "get", "--resource", "pods/Log"), 3, "", "subresources are lowercase, as kube-apiserver sends them: log"},
+		{"upper-case API group exits 3", withMember("--verb", "get", "--api-group", "Apps", "--resource", "deployments"), 3, "", "API groups are lowercase, as kube-apiserver sends them: apps"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
