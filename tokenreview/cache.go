@@ -125,7 +125,10 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 	switch {
 	case err == nil:
 		id.userJSON = encodeUser(id)
-		c.entries.Add(key, &entry{id: &id, fetched: now})
+		// The cache keeps only what answers and logs need: the encoded status.user carries
+		// the groups and extra, so the structured copies are not kept per token.
+		kept := Identity{Username: id.Username, UID: id.UID, userJSON: id.userJSON}
+		c.entries.Add(key, &entry{id: &kept, fetched: now})
 		return result{id: id}
 	case errors.Is(err, ErrRefused):
 		c.entries.Add(key, &entry{refusal: err, refusedUntil: now.Add(c.negTTL)})

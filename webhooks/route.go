@@ -21,6 +21,9 @@ type route struct {
 	webhook  string
 	next     http.Handler
 	duration prometheus.Observer
+	// inflight is this webhook's own budget of MaxInflight slots, so that one webhook whose
+	// requests wait (authenticate on a slow GitHub) cannot take the others' slots.
+	inflight chan struct{}
 }
 
 // request holds the per-request wrappers, allocated once per request.
@@ -76,8 +79,8 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	select {
-	case rt.s.inflight <- struct{}{}:
-		defer func() { <-rt.s.inflight }()
+	case rt.inflight <- struct{}{}:
+		defer func() { <-rt.inflight }()
 	default:
 		req.rw.Header().Set("Retry-After", "1")
 		WriteError(&req.rw, http.StatusTooManyRequests, "too many requests in flight; retry")

@@ -45,11 +45,13 @@ const (
 	certPollInterval = 5 * time.Second
 )
 
-// DefaultMaxInflight is the webhook concurrency limit used when Config.MaxInflight is 0:
+// DefaultMaxInflight is the per-webhook concurrency limit used when Config.MaxInflight is 0:
 // 32 per CPU the Go runtime may use (GOMAXPROCS, which follows the container's CPU limit),
 // and at least 64, which is what a 2-core machine gets. The handlers are CPU-bound except
 // for uncached GitHub lookups (tens of ms), so 64 keeps both cores busy during GitHub
-// latency while bounding buffered request bodies to 64 x 1 MiB.
+// latency. Each webhook route has its own budget, so reviews waiting on a slow GitHub never
+// take /authorize's or /mutate's slots. Bodies are read before a slot is taken, so their
+// memory is bounded by open connections x 1 MiB, not by this limit.
 func DefaultMaxInflight() int {
 	return max(64, 32*runtime.GOMAXPROCS(0))
 }
@@ -93,7 +95,6 @@ type Server struct {
 	tlsConfig         *tls.Config
 	watcher           *certwatcher.CertWatcher // nil with the self-signed certificate
 	requireClientCert bool
-	inflight          chan struct{}
 	metrics           *metrics
 
 	checksMu sync.RWMutex
@@ -147,13 +148,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("webhooks: Registerer: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		router:   chi.NewRouter(),
-		allow:    map[string]string{},
-		inflight: make(chan struct{}, cfg.MaxInflight),
-		metrics:  m,
-		ready:    make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		router:  chi.NewRouter(),
+		allow:   map[string]string{},
+		metrics: m,
+		ready:   make(chan struct{}),
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, err
@@ -195,6 +195,7 @@ func (s *Server) Handle(path, webhook string, h http.Handler) {
 		webhook:  webhook,
 		next:     h,
 		duration: s.metrics.duration.WithLabelValues(webhook),
+		inflight: make(chan struct{}, s.cfg.MaxInflight),
 	})
 	s.allow[path] = http.MethodPost
 }
@@ -254,7 +255,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// over replicas) instead of multiplexing them on one HTTP/2 stream set.
 	protocols.SetHTTP1(true)
 	srv := &http.Server{
-		Handler:           s.router,
+		Handler:           http.HandlerFunc(s.serveHTTP),
 		TLSConfig:         s.tlsConfig,
 		Protocols:         protocols,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -278,8 +279,11 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
+	// Keep-alive connections are not closed here: an idle one could be closed just as its
+	// client sends a request on it (which then fails). Each answer from now on says
+	// "Connection: close" instead, so clients move to new connections one request at a time;
+	// Shutdown closes the ones still idle after the delay.
 	s.shuttingDown.Store(true)
-	srv.SetKeepAlivesEnabled(false)
 	s.log.Info("webhook server shutting down", "delay", s.cfg.ShutdownDelay, "timeout", s.cfg.ShutdownTimeout)
 	if s.cfg.ShutdownDelay > 0 {
 		t := time.NewTimer(s.cfg.ShutdownDelay)
@@ -300,6 +304,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("webhook server stopped")
 	return nil
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.shuttingDown.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	s.router.ServeHTTP(w, r)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,25 @@
+// Command bench is octogate's load benchmark (`make bench`, `go run ./bench`).
+//
+// It serves every webhook route on one webhooks.Server, exactly as `octogate serve` wires them
+// (TLS with a certificate from files, client certificates required, metrics on a Prometheus
+// registry, one request log line per review), and loads each route from the same process over
+// keep-alive TLS connections on 127.0.0.1:
+//
+//   - baseline: a route mounted with Server.Handle whose handler writes a fixed
+//     SubjectAccessReview; every ratio is a route's requests/s divided by this one's;
+//   - authorize: /authorize with a 100-rule policy whose deciding rule is near the end;
+//   - authenticate-cached: /authenticate with a token whose identity is cached;
+//   - authenticate-uncached: /authenticate with a new token on every request, against the
+//     GitHub stand-in (internal/githubapi) answering after -uncached-latency;
+//   - mutate-namespaces: /mutate/namespaces with a Namespace CREATE AdmissionReview;
+//   - raw-tls: for information, a bare net/http TLS server without octogate's pipeline.
+//
+// Routes are measured in -rounds interleaved rounds, so that a change in the machine's load
+// during the run affects every route alike. Every latency is recorded. It then checks that
+// concurrent reviews of one new token cost one set of GitHub calls, and measures the resident
+// memory of a real `octogate serve` process holding -rss-identities cached identities.
+//
+// The load generator shares the CPUs with the server, as kube-apiserver would not: absolute
+// requests/s are a floor, and ratios are those of whole requests (client included).
+// The last lines are `RESULT name=<route> rps=<n> p50_ms=<x> p99_ms=<y> ratio=<r>`.
+package main
