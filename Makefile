@@ -38,7 +38,7 @@ lint:
 
 ## bench: load benchmark of every route against a bare TLS handler, plus micro-benchmarks
 bench:
-	$(GO) run ./bench
+	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
