@@ -20,15 +20,21 @@ import (
 //     A refusal is never answered stale: a revoked token stops working at once.
 //   - A rate-limited token is not looked up again before GitHub's reset time; other tokens
 //     are not affected.
+//   - At most MaxLookups GitHub lookups run at once. Beyond that a lookup is not started: the
+//     token's identity is answered stale if it can be, else errSaturated. Cache hits never
+//     take a slot.
 type cache struct {
 	next        Lookup
 	entries     *lru.Cache[[sha256.Size]byte, *entry]
 	flight      singleflight.Group
 	ttl, negTTL time.Duration
 	staleFor    time.Duration
-	now         func() time.Time
-	m           *metrics
-	log         *slog.Logger
+	// lookups holds one element per GitHub lookup in flight (a semaphore of MaxLookups).
+	lookups      chan struct{}
+	errSaturated error
+	now          func() time.Time
+	m            *metrics
+	log          *slog.Logger
 }
 
 // entry is immutable once in the cache; changes replace it.
@@ -61,12 +67,19 @@ func newCache(cfg Config, next Lookup, m *metrics, log *slog.Logger) (*cache, er
 	if err != nil {
 		return nil, err
 	}
+	maxLookups, err := orDefault("MaxLookups", cfg.MaxLookups, DefaultMaxLookups, positive)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := lru.New[[sha256.Size]byte, *entry](size)
 	if err != nil {
 		return nil, err
 	}
 	return &cache{
 		next: next, entries: entries, ttl: ttl, negTTL: negTTL, staleFor: StaleFor,
+		lookups: make(chan struct{}, maxLookups),
+		errSaturated: unavailable(nil, "GitHub lookups are saturated: %d lookups are already waiting on GitHub, "+
+			"which is slow to answer; retry shortly", maxLookups),
 		now: time.Now, m: m, log: log,
 	}, nil
 }
@@ -117,6 +130,18 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 		if prev.backoff != nil && now.Before(prev.backoff.Reset) {
 			return c.stale(prev, now, prev.backoff)
 		}
+	}
+
+	// A lookup slot is taken here, once per flight, not per review; with none free the review
+	// is answered now rather than queued behind a slow GitHub.
+	select {
+	case c.lookups <- struct{}{}:
+		defer func() { <-c.lookups }()
+	default:
+		if prev != nil {
+			return c.stale(prev, now, c.errSaturated)
+		}
+		return result{err: c.errSaturated}
 	}
 
 	// The flight's callers share this lookup; one caller going away must not cancel it.

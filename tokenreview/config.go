@@ -38,6 +38,14 @@ type Config struct {
 	NegativeTTL time.Duration
 	// CacheSize bounds the cached tokens (LRU; default 10000).
 	CacheSize int
+	// MaxLookups bounds the GitHub lookups in flight at once (default DefaultMaxLookups).
+	// Concurrent reviews of one token share one lookup and count once. A review that needs a
+	// lookup beyond the bound is answered at once without asking GitHub: with the token's
+	// cached identity if it is younger than StaleFor, else 503 saying GitHub lookups are
+	// saturated. Reviews answered from the cache never wait for a lookup. Keep it below the
+	// /authenticate in-flight budget (OCTOGATE_MAX_INFLIGHT) so that, while GitHub is slow,
+	// lookups cannot hold every slot and cached tokens still get answers.
+	MaxLookups int
 	// Logger receives GitHub failures (never a token). Nil: discard.
 	Logger *slog.Logger
 	// Registerer receives the octogate_github_* and octogate_token_cache_* metrics. Nil: not
@@ -53,6 +61,9 @@ const (
 	DefaultCacheTTL       = 60 * time.Second
 	DefaultNegativeTTL    = 10 * time.Second
 	DefaultCacheSize      = 10000
+	// DefaultMaxLookups is half of the smallest default webhook in-flight budget
+	// (webhooks.DefaultMaxInflight).
+	DefaultMaxLookups = 32
 	// StaleFor is the longest an identity is served, past CacheTTL, while GitHub is unavailable.
 	StaleFor = 10 * time.Minute
 )

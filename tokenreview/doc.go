@@ -6,7 +6,8 @@
 // The Handler decodes the review, asks a Lookup for the Identity and encodes the answer in the
 // request's apiVersion. New wires the production Lookup: GitHub, behind a cache keyed by the
 // token's SHA-256 (LRU, positive and negative TTL, singleflight, stale identities while GitHub
-// fails, per-token rate-limit backoff).
+// fails, per-token rate-limit backoff, at most Config.MaxLookups GitHub lookups at once so
+// that a slow GitHub cannot hold every /authenticate slot while cached tokens wait).
 //
 // Decisions: an identity -> 200 authenticated:true; a refused token (ErrRefused) -> 200
 // authenticated:false with status.error (kube-apiserver caches it); GitHub unavailable

@@ -64,8 +64,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		CacheTTL:       cfg.TokenCacheTTL,
 		NegativeTTL:    cfg.TokenCacheNegativeTTL,
 		CacheSize:      cfg.TokenCacheSize,
-		Logger:         log,
-		Registerer:     registry,
+		// Half the /authenticate in-flight budget: lookups waiting on a slow GitHub leave the
+		// other half to reviews of cached tokens.
+		MaxLookups: func() int {
+			inflight := cfg.MaxInflight
+			if inflight == 0 {
+				inflight = webhooks.DefaultMaxInflight()
+			}
+			return max(1, inflight/2)
+		}(),
+		Logger:     log,
+		Registerer: registry,
 	})
 	if err != nil {
 		return namedError(err)
