@@ -208,6 +208,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(err) // answer holds only strings, bools and string slices and maps
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		// With Retry-After, kube-apiserver's webhook client retries the review (with its
+		// backoff) instead of failing the user's request at once.
+		w.Header().Set("Retry-After", "1")
+	}
 	w.WriteHeader(status)
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelDebug, "writing TokenReview answer failed", slog.String("error", err.Error()))

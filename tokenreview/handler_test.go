@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -238,5 +239,25 @@ func TestDecideKeepsOutcomeFreeOfTokens(t *testing.T) {
 	if code != http.StatusServiceUnavailable || o.Decision != "error" ||
 		!strings.Contains(o.Reason, "rate limit") || !strings.Contains(o.Reason, "2030-01-01T00:00:00Z") {
 		t.Fatalf("code %d outcome %+v", code, o)
+	}
+}
+
+func TestTransientFailureAsksTheAPIServerToRetry(t *testing.T) {
+	cases := []struct {
+		name           string
+		err            error
+		wantStatus     int
+		wantRetryAfter string
+	}{
+		{"GitHub unavailable -> 503 with Retry-After", fmt.Errorf("%w: connection refused", ErrUnavailable), http.StatusServiceUnavailable, "1"},
+		{"refused token -> 200 without Retry-After", fmt.Errorf("%w: bad credentials", ErrRefused), http.StatusOK, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(NewHandler(fakeLookup{err: tc.err}, nil), reviewBody(APIVersionV1, "TokenReview", "some-token"))
+			if rec.Code != tc.wantStatus || rec.Header().Get("Retry-After") != tc.wantRetryAfter {
+				t.Fatalf("status %d Retry-After %q, want %d %q", rec.Code, rec.Header().Get("Retry-After"), tc.wantStatus, tc.wantRetryAfter)
+			}
+		})
 	}
 }
