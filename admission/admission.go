@@ -121,16 +121,16 @@ func isNamespace(req ctrladmission.Request) bool {
 
 var errNoObject = errors.New("no Namespace object in the request")
 
-// decodeNamespace decodes an AdmissionRequest object (or oldObject) into a Namespace.
-func decodeNamespace(raw runtime.RawExtension) (*corev1.Namespace, error) {
+// decodeNamespace decodes an AdmissionRequest object (or oldObject) into ns: its kind,
+// apiVersion, and the metadata the webhooks decide on (see decodeInto).
+func decodeNamespace(raw runtime.RawExtension, ns *corev1.Namespace) error {
 	if len(raw.Raw) == 0 {
-		return nil, errNoObject
+		return errNoObject
 	}
-	ns := &corev1.Namespace{}
 	if err := decodeInto(raw.Raw, ns); err != nil {
-		return nil, fmt.Errorf("cannot decode Namespace: %w", err)
+		return fmt.Errorf("cannot decode Namespace: %w", err)
 	}
-	return ns, nil
+	return nil
 }
 
 // reporter reports each review's outcome: to the webhooks server (webhooks.Record, or a

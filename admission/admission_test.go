@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -191,26 +192,35 @@ func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) 
 		{"not JSON", "", `not json`, "body is not JSON: invalid character 'o' in literal null (expecting 'u') at byte 2"},
 		{"another Content-Type", "text/plain", `{}`, `Content-Type must be application/json, not "text/plain"`},
 	}
+	// The guard reads a refused body again: the webhooks server's by seeking back, any other
+	// by keeping a copy.
+	bodies := map[string]func(string) io.ReadCloser{
+		"read by the server": func(s string) io.ReadCloser { return readBody{bytes.NewReader([]byte(s))} },
+		"streamed":           func(s string) io.ReadCloser { return io.NopCloser(strings.NewReader(s)) },
+	}
 	for _, tc := range tests {
 		for name, newHandler := range map[string]func(testing.TB) (http.Handler, *outcomes){"mutate": testMutator, "validate": testValidator} {
-			t.Run(tc.name+"/"+name, func(t *testing.T) {
-				h, out := newHandler(t)
-				r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
-				r.Header.Set("Content-Type", cmp.Or(tc.contentType, "application/json"))
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				if w.Code != http.StatusBadRequest {
-					t.Fatalf("HTTP %d, want 400: %s", w.Code, w.Body)
-				}
-				body := w.Body.String()
-				var e struct{ Error string }
-				if strings.Count(body, "\n") != 1 || !strings.HasPrefix(body, `{"error":"`) || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error != tc.wantErr {
-					t.Errorf("body %q, want one line {\"error\":%q}", body, tc.wantErr)
-				}
-				if got, want := out.last(t), (webhooks.Outcome{Decision: "error", Reason: tc.wantErr}); got != want {
-					t.Errorf("recorded %+v, want %+v", got, want)
-				}
-			})
+			for bodyName, newBody := range bodies {
+				t.Run(tc.name+"/"+name+"/"+bodyName, func(t *testing.T) {
+					h, out := newHandler(t)
+					r := httptest.NewRequest(http.MethodPost, "/", nil)
+					r.Body = newBody(tc.body)
+					r.Header.Set("Content-Type", cmp.Or(tc.contentType, "application/json"))
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if w.Code != http.StatusBadRequest {
+						t.Fatalf("HTTP %d, want 400: %s", w.Code, w.Body)
+					}
+					body := w.Body.String()
+					var e struct{ Error string }
+					if strings.Count(body, "\n") != 1 || !strings.HasPrefix(body, `{"error":"`) || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error != tc.wantErr {
+						t.Errorf("body %q, want one line {\"error\":%q}", body, tc.wantErr)
+					}
+					if got, want := out.last(t), (webhooks.Outcome{Decision: "error", Reason: tc.wantErr}); got != want {
+						t.Errorf("recorded %+v, want %+v", got, want)
+					}
+				})
+			}
 		}
 	}
 }

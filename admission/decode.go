@@ -6,20 +6,52 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 )
 
-// decodeInto decodes a Namespace the way the API machinery's JSON serializer does
-// (case-sensitive field names, integers kept as int64) without going through a scheme: the
-// object in an AdmissionRequest is already in the version the webhook registered for (v1).
-// A kind or apiVersion other than v1 Namespace is an error. Errors speak of JSON fields and
-// types, never of Go types.
+// namespaceObject is the part of a v1 Namespace the webhooks decide on. The fields have the
+// JSON names and Go types corev1.Namespace gives them, so they decode, or fail to, as they
+// would there; everything else (labels, managedFields, spec, status) is skipped unread.
+// kube-apiserver has already decoded and validated the whole object before it calls a
+// webhook, so the webhook checks only what it reads.
+type namespaceObject struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        namespaceMeta `json:"metadata"`
+}
+
+type namespaceMeta struct {
+	Name              string            `json:"name"`
+	GenerateName      string            `json:"generateName"`
+	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+	Annotations       map[string]string `json:"annotations"`
+}
+
+// decodeInto decodes the kind, apiVersion, metadata.name, metadata.generateName,
+// metadata.deletionTimestamp and metadata.annotations of a Namespace into ns, the way the
+// API machinery's JSON serializer does (case-sensitive field names) without going through a
+// scheme: the object in an AdmissionRequest is already in the version the webhook registered
+// for (v1). A kind or apiVersion other than v1 Namespace is an error. Errors speak of JSON
+// fields and types, never of Go types.
+//
+// encoding/json decodes field names case-insensitively, so it would take "Annotations" for
+// metadata.annotations, which kube-apiserver does not; a patch built on that would not apply.
 func decodeInto(data []byte, ns *corev1.Namespace) error {
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, ns); err != nil {
+	var obj namespaceObject
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
 		return jsonObjectError(data, err)
 	}
-	if (ns.Kind != "" && ns.Kind != "Namespace") || (ns.APIVersion != "" && ns.APIVersion != "v1") {
-		return fmt.Errorf("object is %s %s, not v1 Namespace", ns.APIVersion, ns.Kind)
+	if (obj.Kind != "" && obj.Kind != "Namespace") || (obj.APIVersion != "" && obj.APIVersion != "v1") {
+		return fmt.Errorf("object is %s %s, not v1 Namespace", obj.APIVersion, obj.Kind)
+	}
+	*ns = corev1.Namespace{
+		TypeMeta: obj.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              obj.Metadata.Name,
+			GenerateName:      obj.Metadata.GenerateName,
+			DeletionTimestamp: obj.Metadata.DeletionTimestamp,
+			Annotations:       obj.Metadata.Annotations,
+		},
 	}
 	return nil
 }
@@ -30,7 +62,7 @@ func decodeInto(data []byte, ns *corev1.Namespace) error {
 func jsonObjectError(data []byte, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
-	switch again := json.Unmarshal(data, new(corev1.Namespace)); {
+	switch again := json.Unmarshal(data, new(namespaceObject)); {
 	case errors.As(again, &se):
 		return fmt.Errorf("object is not JSON: %v at byte %d", se, se.Offset)
 	case errors.As(again, &te) && te.Field == "":

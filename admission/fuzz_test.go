@@ -10,7 +10,6 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -65,7 +64,9 @@ func FuzzMutate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("patch %s does not apply to %s: %v", out.Response.Patch, in.Request.Object.Raw, err)
 		}
-		var before, after corev1.Namespace
+		// The webhook reads only kind, apiVersion and a few metadata fields, so a patched
+		// object need not decode as a whole Namespace; its annotations must.
+		var before, after namespaceObject
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(in.Request.Object.Raw, &before); err != nil {
 			t.Fatalf("patched an object that does not decode: %v", err)
 		}
@@ -74,15 +75,15 @@ func FuzzMutate(f *testing.F) {
 		}
 		user := in.Request.UserInfo
 		var groups []string
-		if err := json.Unmarshal([]byte(after.Annotations[AnnotationCreatorGroups]), &groups); err != nil {
-			t.Fatalf("creator-groups %q is not a JSON array: %v", after.Annotations[AnnotationCreatorGroups], err)
+		if err := json.Unmarshal([]byte(after.Metadata.Annotations[AnnotationCreatorGroups]), &groups); err != nil {
+			t.Fatalf("creator-groups %q is not a JSON array: %v", after.Metadata.Annotations[AnnotationCreatorGroups], err)
 		}
-		if after.Annotations[AnnotationCreator] != user.Username || after.Annotations[AnnotationCreatorUID] != user.UID ||
+		if after.Metadata.Annotations[AnnotationCreator] != user.Username || after.Metadata.Annotations[AnnotationCreatorUID] != user.UID ||
 			len(groups) != len(user.Groups) || (len(groups) > 0 && !reflect.DeepEqual(groups, user.Groups)) {
-			t.Fatalf("annotations %q do not record user %+v", after.Annotations, user)
+			t.Fatalf("annotations %q do not record user %+v", after.Metadata.Annotations, user)
 		}
-		for k, v := range before.Annotations {
-			if got, ok := after.Annotations[k]; !ok || (got != v && k != AnnotationCreator && k != AnnotationCreatorUID && k != AnnotationCreatorGroups) {
+		for k, v := range before.Metadata.Annotations {
+			if got, ok := after.Metadata.Annotations[k]; !ok || (got != v && k != AnnotationCreator && k != AnnotationCreatorUID && k != AnnotationCreatorGroups) {
 				t.Fatalf("annotation %q=%q lost or changed to %q", k, v, got)
 			}
 		}

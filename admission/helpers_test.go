@@ -127,9 +127,12 @@ type reviewResponse struct {
 	Response   *admissionv1.AdmissionResponse `json:"response"`
 }
 
-// serve posts body to h as kube-apiserver does and returns the raw answer.
+// serve posts body to h as kube-apiserver does and returns the raw answer. h gets the body as
+// the webhooks server hands it on: already read, in a reader that can seek.
 func serve(ctx context.Context, h http.Handler, body []byte) *httptest.ResponseRecorder {
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", bytes.NewReader(body))
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+	r.Body = readBody{bytes.NewReader(body)}
+	r.ContentLength = int64(len(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -156,3 +159,8 @@ func review(t *testing.T, h http.Handler, apiVersion string, req admissionv1.Adm
 	}
 	return got.Response
 }
+
+// readBody is a request body read into memory, as the webhooks server passes it on.
+type readBody struct{ *bytes.Reader }
+
+func (readBody) Close() error { return nil }

@@ -39,12 +39,12 @@ func (m *mutator) Handle(ctx context.Context, req ctrladmission.Request) ctrladm
 		m.record(ctx, req, decisionAdmit, "not a Namespace CREATE")
 		return ctrladmission.Allowed("")
 	}
-	ns, err := decodeNamespace(req.Object)
-	if err != nil {
+	var ns corev1.Namespace
+	if err := decodeNamespace(req.Object, &ns); err != nil {
 		m.record(ctx, req, decisionError, err.Error())
 		return ctrladmission.Errored(http.StatusBadRequest, err)
 	}
-	ops := handle(ns, req.UserInfo)
+	ops := handle(&ns, req.UserInfo)
 	if len(ops) == 0 {
 		m.record(ctx, req, decisionAdmit, "nothing to record")
 		return ctrladmission.Allowed("")
@@ -134,7 +134,7 @@ func patched(patch []byte) ctrladmission.Response {
 // encodePatch writes ops as a JSON patch document. Maps are written in protectedAnnotations
 // order (which is sorted, as encoding/json would write them).
 func encodePatch(ops []patchOp) []byte {
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, patchSize(ops))
 	b = append(b, '[')
 	for i, op := range ops {
 		if i > 0 {
@@ -175,7 +175,38 @@ func encodePatch(ops []patchOp) []byte {
 	return append(b, ']')
 }
 
+// patchSize is the length of ops encoded when no value needs more escapes than the quotes
+// of a creator-groups array, so encodePatch's buffer usually grows no more.
+func patchSize(ops []patchOp) int {
+	n := 2
+	for _, op := range ops {
+		n += len(`{"op":"","path":"","value":},`) + len(op.Op) + len(op.Path)
+		switch v := op.Value.(type) {
+		case string:
+			n += jsonStringSize(v)
+		case map[string]string:
+			for k, val := range v {
+				n += len(k) + jsonStringSize(val) + len(`"":,`)
+			}
+		}
+	}
+	return n
+}
+
+// jsonStringSize is the length of s as a JSON string when only its quotes need escaping.
+func jsonStringSize(s string) int {
+	return len(s) + strings.Count(s, `"`) + 2
+}
+
 const hexDigits = "0123456789abcdef"
+
+// jsonSafe[c] reports whether appendJSONString copies the ASCII byte c as it is.
+var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		safe[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return safe
+}()
 
 // appendJSONString appends s as a JSON string literal, escaping like encoding/json:
 // quote, backslash, control characters, <, >, &, U+2028, U+2029, and invalid UTF-8 as U+FFFD.
@@ -185,7 +216,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
 				continue
 			}

@@ -108,6 +108,20 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
+		name:   "field names compare exactly: Annotations is not metadata.annotations",
+		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"}}}`,
+		user:   octocat,
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"},"annotations":{
+			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
+	}, {
+		name:   "fields the decision does not read are not checked",
+		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{}},"spec":"x"}`,
+		user:   octocat,
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{},"annotations":{
+			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}},"spec":"x"}`,
+	}, {
 		name:   "service account creator is recorded verbatim",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ci-1234"}}`,
 		user:   deployer,

@@ -41,18 +41,17 @@ func (v *validator) Handle(ctx context.Context, req ctrladmission.Request) ctrla
 		v.record(ctx, req, decisionAdmit, "not a Namespace UPDATE")
 		return ctrladmission.Allowed("")
 	}
-	ns, err := decodeNamespace(req.Object)
-	if err != nil {
+	var ns, old corev1.Namespace
+	if err := decodeNamespace(req.Object, &ns); err != nil {
 		v.record(ctx, req, decisionError, err.Error())
 		return ctrladmission.Errored(http.StatusBadRequest, err)
 	}
-	old, err := decodeNamespace(req.OldObject)
-	if err != nil {
+	if err := decodeNamespace(req.OldObject, &old); err != nil {
 		err = fmt.Errorf("oldObject: %w", err)
 		v.record(ctx, req, decisionError, err.Error())
 		return ctrladmission.Errored(http.StatusBadRequest, err)
 	}
-	if msg := v.validate(old, ns, req.UserInfo); msg != "" {
+	if msg := v.validate(&old, &ns, req.UserInfo); msg != "" {
 		v.record(ctx, req, decisionReject, msg)
 		return ctrladmission.Denied(msg)
 	}
