@@ -131,7 +131,7 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := a.policy.Load().Authorize(&attrs)
-	out, err := encodeReview(apiVersion, d)
+	out, err := d.answer(apiVersion)
 	if err != nil {
 		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
 		webhooks.WriteError(w, http.StatusInternalServerError, "encoding answer: "+err.Error())

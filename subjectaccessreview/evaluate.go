@@ -34,6 +34,27 @@ type Decision struct {
 	Verdict Verdict
 	Rule    string
 	Reason  string
+
+	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
+	// when the policy is compiled: the answer depends only on the decision and apiVersion.
+	answers *answers
+}
+
+// answers are one decision's encoded answers, per apiVersion.
+type answers struct{ v1, v1beta1 []byte }
+
+// withAnswers returns d with its answers rendered.
+func withAnswers(d Decision) Decision {
+	d.answers = &answers{v1: mustEncode(APIVersionV1, d), v1beta1: mustEncode(APIVersionV1beta1, d)}
+	return d
+}
+
+func mustEncode(apiVersion string, d Decision) []byte {
+	b, err := encodeReview(apiVersion, d)
+	if err != nil {
+		panic(err) // strings and bools only
+	}
+	return b
 }
 
 // Reasons given when no rule decides. kube-apiserver puts the authorizer's name in front of a
@@ -337,6 +358,7 @@ func compile(doc *AuthorizationPolicy) *Policy {
 		if r.Effect == EffectDeny {
 			cr.decision.Verdict = Deny
 		}
+		cr.decision = withAnswers(cr.decision)
 		for _, s := range r.Subjects {
 			switch s.Kind {
 			case rbacv1.UserKind:
@@ -420,8 +442,8 @@ func isServiceAccount(user string) bool {
 }
 
 var (
-	noMatch      = Decision{Verdict: NoOpinion, Reason: ReasonNoMatch}
-	exemptSystem = Decision{Verdict: NoOpinion, Reason: ReasonSystemUser}
+	noMatch      = withAnswers(Decision{Verdict: NoOpinion, Reason: ReasonNoMatch})
+	exemptSystem = withAnswers(Decision{Verdict: NoOpinion, Reason: ReasonSystemUser})
 )
 
 // Authorize evaluates a request: the first rule (in policy order) whose subjects, namespaces

@@ -153,6 +153,20 @@ func jsonType(t reflect.Type) string {
 	}
 }
 
+// answer is the encoded answer to a review in apiVersion: rendered at compile time for the
+// policy's decisions, else now.
+func (d Decision) answer(apiVersion string) ([]byte, error) {
+	if d.answers != nil {
+		switch apiVersion {
+		case APIVersionV1:
+			return d.answers.v1, nil
+		case APIVersionV1beta1:
+			return d.answers.v1beta1, nil
+		}
+	}
+	return encodeReview(apiVersion, d)
+}
+
 // encodeReview renders the answer to a review in apiVersion: Allow -> allowed; Deny ->
 // denied (the apiserver stops there); NoOpinion -> neither, so the next authorizer decides.
 func encodeReview(apiVersion string, d Decision) ([]byte, error) {
