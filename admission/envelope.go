@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -171,7 +169,7 @@ func envelopeError(contentType string, body []byte) string {
 		if contentType == "" {
 			return "Content-Type must be application/json"
 		}
-		return fmt.Sprintf("Content-Type must be application/json, not %q", clip(contentType))
+		return fmt.Sprintf("Content-Type must be application/json, not %q", webhooks.Clip(contentType))
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "body is empty: want an AdmissionReview"
@@ -184,7 +182,7 @@ func envelopeError(contentType string, body []byte) string {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Sprintf("body is a JSON %s, want an AdmissionReview object", jsonValue(te.Value))
+			return fmt.Sprintf("body is a JSON %s, want an AdmissionReview object", webhooks.JSONValueWord(te.Value))
 		}
 		return "body is not a JSON object"
 	}
@@ -226,7 +224,7 @@ func envelopeError(contentType string, body []byte) string {
 	var ar admissionv1.AdmissionReview
 	var te *json.UnmarshalTypeError
 	if err := json.Unmarshal(body, &ar); errors.As(err, &te) && te.Field != "" {
-		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, jsonValue(te.Value), jsonType(te.Type))
+		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, webhooks.JSONValueWord(te.Value), webhooks.JSONTypeWords(te.Type))
 	}
 	return "body is not an AdmissionReview request"
 }
@@ -249,14 +247,7 @@ func got(value string) string {
 	if value == "" {
 		return " (it is missing)"
 	}
-	return fmt.Sprintf(", not %q", clip(value))
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
+	return fmt.Sprintf(", not %q", webhooks.Clip(value))
 }
 
 // jsonKind names the JSON type of a valid JSON value.
@@ -278,34 +269,5 @@ func jsonKind(raw json.RawMessage) string {
 		return "null"
 	default:
 		return "number"
-	}
-}
-
-// jsonValue is the JSON type word of an UnmarshalTypeError's Value ("number", "array", ...),
-// without the number itself.
-func jsonValue(v string) string {
-	word, _, _ := strings.Cut(v, " ")
-	return word
-}
-
-// jsonType names, in JSON words, what decodes into a Go value of type t.
-func jsonType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "a base64 string"
-		}
-		return "an array"
-	default:
-		return "a number"
 	}
 }

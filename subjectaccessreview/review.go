@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
+
+	"github.com/octogate/octogate/webhooks"
 )
 
 // The SubjectAccessReview versions answered, each in its own apiVersion.
@@ -129,28 +130,9 @@ func jsonError(err error) string {
 		if te.Field == "" {
 			return fmt.Sprintf("body is a JSON %s, want a %s object", value, reviewKind)
 		}
-		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, value, jsonType(te.Type))
+		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, value, webhooks.JSONTypeWords(te.Type))
 	}
 	return "body is not JSON"
-}
-
-// jsonType names, in JSON words, what decodes into a Go value of type t.
-func jsonType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	default:
-		return "a number"
-	}
 }
 
 // answer is the encoded answer to a review in apiVersion: rendered at compile time for the

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
-	"strings"
 	"sync"
 
 	"github.com/octogate/octogate/webhooks"
@@ -88,9 +86,9 @@ func decodeReview(body []byte) (review, error) {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "" {
-				return rv, fmt.Errorf("body is a JSON %s, want a TokenReview object", jsonValue(te.Value))
+				return rv, fmt.Errorf("body is a JSON %s, want a TokenReview object", webhooks.JSONValueWord(te.Value))
 			}
-			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, jsonValue(te.Value), jsonType(te.Type))
+			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, webhooks.JSONValueWord(te.Value), webhooks.JSONTypeWords(te.Type))
 		}
 		return rv, errors.New("undecodable TokenReview: invalid JSON")
 	}
@@ -98,48 +96,15 @@ func decodeReview(body []byte) (review, error) {
 		return rv, errors.New("body is JSON null, want a TokenReview object")
 	}
 	if rv.Kind != kindTokenReview {
-		return rv, fmt.Errorf("kind %q: want TokenReview", clip(rv.Kind))
+		return rv, fmt.Errorf("kind %q: want TokenReview", webhooks.Clip(rv.Kind))
 	}
 	if rv.APIVersion != APIVersionV1 && rv.APIVersion != APIVersionV1beta1 {
-		return rv, fmt.Errorf("apiVersion %q: want %s or %s", clip(rv.APIVersion), APIVersionV1, APIVersionV1beta1)
+		return rv, fmt.Errorf("apiVersion %q: want %s or %s", webhooks.Clip(rv.APIVersion), APIVersionV1, APIVersionV1beta1)
 	}
 	if rv.Spec.Token == "" {
 		return rv, errors.New("spec.token is empty")
 	}
 	return rv, nil
-}
-
-// jsonValue is the JSON type word of an UnmarshalTypeError's Value ("number", "array", ...),
-// without the number itself.
-func jsonValue(v string) string {
-	word, _, _ := strings.Cut(v, " ")
-	return word
-}
-
-// jsonType names, in JSON words, what decodes into a Go value of type t.
-func jsonType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	default:
-		return "a number"
-	}
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // encodeUser is the JSON of status.user for id.
