@@ -81,7 +81,7 @@ func TestWriteExecCredentialGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := WriteExecCredential(&out, tt.info, Token{Value: "ghp_golden0000000000000000000000000000", Expiry: expiry}); err != nil {
+			if err := WriteExecCredential(&out, tt.info, Token{Value: "golden-test-token", Expiry: expiry}); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, tt.golden, out.Bytes())

@@ -184,7 +184,7 @@ func TestPanicInHandler(t *testing.T) {
 }
 
 func TestRequestLogAndMetrics(t *testing.T) {
-	const token = "ghp_sEcReTtOkEn0123456789abcdefghijklmnop"
+	const token = "sEcReT-test-token-0123456789-abcdefghij"
 	reg := prometheus.NewRegistry()
 	ts := startServer(t, webhooks.Config{Registerer: reg}, func(s *webhooks.Server) {
 		s.Handle("/authenticate", "authenticate", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -77,7 +77,7 @@ func isolate(t *testing.T) string {
 }
 
 func TestCredentialCommand(t *testing.T) {
-	const envToken = "ghp_fromtheenvironment0000000000000000"
+	const envToken = "test-token-from-the-environment"
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
 	if err := gh.Load(githubapi.Fixture{
