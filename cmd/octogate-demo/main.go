@@ -167,7 +167,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
 	}()
 
-	printTour(kubeconfig, work, realGitHub)
+	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub)
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -216,12 +216,12 @@ rules:
 `
 }
 
-func printTour(kubeconfig, work string, realGitHub bool) {
+func printTour(kubeconfig, bin, work string, realGitHub bool) {
 	fmt.Printf(`
 octogate is running. In another shell:
 
-  export KUBECONFIG=%s
-`, kubeconfig)
+  export KUBECONFIG=%s PATH=%s:$PATH
+`, kubeconfig, bin)
 	if realGitHub {
 		fmt.Print(`
   kubectl --context me auth whoami                # your GitHub login, id and org/team groups
