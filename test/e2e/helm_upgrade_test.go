@@ -160,7 +160,7 @@ func requireBinaries(t *testing.T, names ...string) string {
 		if inCI() {
 			t.Fatal(why)
 		}
-		t.Skip(why)
+		t.Skip(why) // only outside CI (CI=true fails above) or with -short
 	}
 	return root
 }
