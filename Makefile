@@ -23,7 +23,7 @@ tools:
 test: tools lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## unit: the tests that need no Kubernetes binaries
+## unit: every test except test/e2e
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
