@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/octogate/octogate/internal/cluster"
 )
 
 // The package's tests share one kube-apiserver + etcd (envtest, binaries from `make tools`)
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	assets, err := filepath.Abs(filepath.Join("..", "bin", "k8s"))
+	assets, err := filepath.Abs(cluster.BinDir(".."))
 	if err == nil {
 		if _, err = os.Stat(filepath.Join(assets, ".stamp")); err != nil {
 			err = errNoBinary

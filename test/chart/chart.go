@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/octogate/octogate/internal/cluster"
 )
 
 // ErrNoHelm is returned by HelmPath when bin/k8s/helm has not been built (run `make tools`).
@@ -41,10 +43,10 @@ func RepoRoot(dir string) (string, error) {
 // ChartDir is charts/octogate in the repository at root.
 func ChartDir(root string) string { return filepath.Join(root, "charts", "octogate") }
 
-// HelmPath is root/bin/k8s/helm once tools/build.sh has finished (bin/k8s/.stamp exists),
-// else ErrNoHelm.
+// HelmPath is the helm in root/bin/k8s (or $OCTOGATE_K8S_BIN) once tools/build.sh has
+// finished (.stamp exists), else ErrNoHelm.
 func HelmPath(root string) (string, error) {
-	dir := filepath.Join(root, "bin", "k8s")
+	dir := cluster.BinDir(root)
 	if _, err := os.Stat(filepath.Join(dir, ".stamp")); err != nil {
 		return "", ErrNoHelm
 	}
