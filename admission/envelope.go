@@ -49,66 +49,19 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	gw := &guardWriter{ResponseWriter: w}
 	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
-	body, err := rereadable(r)
+	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")
 		return
 	}
-	inner.Body = body
+	inner.Body = io.NopCloser(bytes.NewReader(body))
 	g.next.ServeHTTP(gw, inner)
 	switch {
 	case gw.refused:
-		b, err := body.again()
-		if err != nil {
-			g.refuse(ctx, w, "reading body failed")
-			return
-		}
-		g.refuse(ctx, w, envelopeError(r.Header.Get("Content-Type"), b))
+		g.refuse(ctx, w, envelopeError(r.Header.Get("Content-Type"), body))
 	case gw.held.set:
 		g.reporter.outcome(ctx, gw.held.outcome)
 	}
-}
-
-// rereadBody is a request body controller-runtime reads once and the guard may read again.
-// The webhooks server hands on the body it has read in a reader that can seek, so a
-// well-formed review is not copied: only a refused one is read again, from where it started.
-// Any other body is copied first. Close does nothing: the server owns the body.
-type rereadBody struct {
-	io.Reader
-	seeker io.Seeker // nil when copied
-	start  int64
-	copied []byte
-}
-
-func rereadable(r *http.Request) (*rereadBody, error) {
-	if r.Body == nil {
-		return &rereadBody{Reader: bytes.NewReader(nil)}, nil
-	}
-	if s, ok := r.Body.(io.ReadSeeker); ok {
-		if start, err := s.Seek(0, io.SeekCurrent); err == nil {
-			return &rereadBody{Reader: s, seeker: s, start: start}, nil
-		}
-	}
-	// The webhooks server has already read and bounded the body; this copies it, in one
-	// allocation when the length is declared.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), webhooks.MaxBodyBytes)+bytes.MinRead))
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		return nil, err
-	}
-	return &rereadBody{Reader: bytes.NewReader(buf.Bytes()), copied: buf.Bytes()}, nil
-}
-
-func (*rereadBody) Close() error { return nil }
-
-// again returns the whole body.
-func (b *rereadBody) again() ([]byte, error) {
-	if b.seeker == nil {
-		return b.copied, nil
-	}
-	if _, err := b.seeker.Seek(b.start, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(b.Reader)
 }
 
 // refuse answers 400 with msg and records it as the request's outcome.

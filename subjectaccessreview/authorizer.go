@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -118,7 +117,7 @@ func (a *Authorizer) Ready() error {
 // a known apiVersion gets 400 with a one-line JSON error.
 func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	body, err := io.ReadAll(r.Body)
+	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: "reading body: " + err.Error()})
 		webhooks.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())

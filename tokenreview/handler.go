@@ -23,7 +23,7 @@ const (
 type Handler struct {
 	lookup Lookup
 	log    *slog.Logger
-	// buffers hold request bodies and answers (a few hundred bytes each), reused across
+	// buffers hold answers (a few hundred bytes each), reused across
 	// reviews.
 	buffers sync.Pool
 }
@@ -139,11 +139,7 @@ func decide(apiVersion string, id Identity, err error) (answer, int, webhooks.Ou
 // ServeHTTP decodes the TokenReview, looks the token up and answers in the same apiVersion.
 // A body that is not a TokenReview v1/v1beta1 with a token gets 400 {"error": ...}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	in := h.buffers.Get().(*bytes.Buffer)
-	defer h.putBuffer(in)
-	in.Reset()
-	_, err := in.ReadFrom(r.Body)
-	body := in.Bytes()
+	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "reading body failed"})
 		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")

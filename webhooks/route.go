@@ -87,7 +87,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	req.body.Reset(body)
+	req.body.reset(body)
 	r = r.WithContext(ctx)
 	r.Body = &req.body
 	r.ContentLength = int64(len(body))
@@ -144,10 +144,33 @@ func readBody(r *http.Request) ([]byte, error) {
 	return buf, nil
 }
 
-// bodyReader replaces r.Body with the bytes already read.
-type bodyReader struct{ bytes.Reader }
+// bodyReader replaces r.Body with the bytes already read; ReadBody hands those bytes to
+// handlers without copying them.
+type bodyReader struct {
+	bytes.Reader
+	b []byte
+}
+
+func (br *bodyReader) reset(b []byte) {
+	br.b = b
+	br.Reader.Reset(b)
+}
 
 func (*bodyReader) Close() error { return nil }
+
+// ReadBody returns the request body. Behind a route of this package's Server the body has
+// already been read (and bounded to MaxBodyBytes), and ReadBody returns those bytes without
+// a copy; elsewhere (a handler under test) it reads r.Body, up to MaxBodyBytes+1 bytes. The
+// caller must not modify the bytes.
+func ReadBody(r *http.Request) ([]byte, error) {
+	if br, ok := r.Body.(*bodyReader); ok {
+		return br.b, nil
+	}
+	if r.Body == nil {
+		return nil, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+}
 
 // statusWriter remembers the status the handler answered with.
 type statusWriter struct {
