@@ -3,82 +3,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/policyfixture"
 )
 
 // org is the GitHub organization every benchmark user belongs to (OCTOGATE_GITHUB_ORGS).
-const org = "acme"
+const org = policyfixture.Org
 
 // policyRules is the size of the /authorize policy.
 const policyRules = 100
-
-// policy renders an n-rule AuthorizationPolicy shaped like a large organisation's: per-team
-// Deny rules for contractors, team Allow rules with namespace globs and subresources,
-// service-account deployers with resourceNames and bot rules on non-resource URLs. The
-// benchmark request is decided by decidingRule, the last team Allow rule, so evaluation
-// walks past almost every rule whose subjects could match (the user is in 12 groups).
-func policy(n int) (yaml string, decidingRule string) {
-	var b strings.Builder
-	b.WriteString("apiVersion: octogate.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n")
-	for i := range n {
-		team := fmt.Sprintf("team-%d", i/4)
-		switch i % 4 {
-		case 0:
-			fmt.Fprintf(&b, `- name: %s-contractors-no-secrets
-  effect: Deny
-  subjects: [{kind: Group, name: "github:%s/%s-contractors"}]
-  resourceRules: [{verbs: [get, list, watch], apiGroups: [""], resources: [secrets]}]
-`, team, org, team)
-		case 1:
-			fmt.Fprintf(&b, `- name: %s-workloads
-  effect: Allow
-  subjects: [{kind: Group, name: "github:%s/%s"}, {kind: User, name: "github:%s-lead"}]
-  namespaces: ["%s-*", "%s"]
-  resourceRules:
-  - {verbs: [get, list, watch, create, update, patch, delete], apiGroups: ["", apps, batch], resources: [pods, deployments, jobs, services, configmaps]}
-  - {verbs: [get, create], apiGroups: [""], resources: [pods/log, pods/exec, pods/portforward]}
-`, team, org, team, team, team, team)
-			decidingRule = team + "-workloads"
-		case 2:
-			fmt.Fprintf(&b, `- name: %s-deployers
-  effect: Allow
-  subjects: [{kind: ServiceAccount, namespace: %s, name: "deployer-*"}]
-  namespaces: ["%s-*"]
-  resourceRules:
-  - {verbs: [patch, update], apiGroups: [apps], resources: [deployments, "*/scale"]}
-  - {verbs: [get, update], apiGroups: [""], resources: [configmaps], resourceNames: [app-config, feature-flags]}
-`, team, team, team)
-		case 3:
-			fmt.Fprintf(&b, `- name: %s-bots-metrics
-  effect: Allow
-  subjects: [{kind: User, name: "github:%s-bot-*"}]
-  nonResourceRules: [{verbs: [get], nonResourceURLs: ["/metrics", "/apis/%s/*"]}]
-`, team, team, team)
-		}
-	}
-	return b.String(), decidingRule
-}
-
-// lastTeam is the team whose workloads rule decides the benchmark request.
-func lastTeam(n int) string {
-	last := n - 1
-	for last%4 != 1 {
-		last--
-	}
-	return fmt.Sprintf("team-%d", last/4)
-}
-
-// reviewGroups are the groups of the benchmark user: the org, ten teams that no rule names
-// and the team of the deciding rule.
-func reviewGroups(n int) []string {
-	groups := []string{"github:" + org}
-	for i := range 10 {
-		groups = append(groups, fmt.Sprintf("github:%s/guild-%d", org, i))
-	}
-	return append(groups, "github:"+org+"/"+lastTeam(n), "system:authenticated")
-}
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
@@ -95,12 +29,12 @@ func subjectAccessReview(n int) []byte {
 		"kind":       "SubjectAccessReview",
 		"spec": map[string]any{
 			"resourceAttributes": map[string]any{
-				"namespace": lastTeam(n) + "-prod", "verb": "get", "group": "", "version": "v1",
+				"namespace": policyfixture.LastTeam(n) + "-prod", "verb": "get", "group": "", "version": "v1",
 				"resource": "pods", "subresource": "log", "name": "web-0",
 			},
 			"user":   "github:octocat",
 			"uid":    "583231",
-			"groups": reviewGroups(n),
+			"groups": policyfixture.Groups(n),
 			"extra":  map[string][]string{"octogate.dev/github-login": {"Octocat"}},
 		},
 	})
@@ -148,7 +82,7 @@ func namespaceCreate() []byte {
 			"requestResource":    map[string]string{"group": "", "version": "v1", "resource": "namespaces"},
 			"name":               "team-a-dev",
 			"operation":          "CREATE",
-			"userInfo":           map[string]any{"username": "github:octocat", "uid": "583231", "groups": reviewGroups(policyRules), "extra": map[string][]string{"octogate.dev/github-login": {"Octocat"}}},
+			"userInfo":           map[string]any{"username": "github:octocat", "uid": "583231", "groups": policyfixture.Groups(policyRules), "extra": map[string][]string{"octogate.dev/github-login": {"Octocat"}}},
 			"object":             ns,
 			"oldObject":          nil,
 			"dryRun":             false,

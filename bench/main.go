@@ -29,6 +29,7 @@ import (
 	"github.com/octogate/octogate/admission"
 	"github.com/octogate/octogate/certs"
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/policyfixture"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
@@ -285,7 +286,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	policyYAML, _ := policy(policyRules)
+	policyYAML := policyfixture.Large(policyRules)
 	policyFile := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policyFile, []byte(policyYAML), 0o600); err != nil {
 		return nil, nil, err
@@ -434,7 +435,7 @@ func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) 
 		req := httpRequest(addr, path, body)
 		return workload{addr: addr, tls: e.clientTLS, next: func() []byte { return req }, expect: []byte(expect)}
 	}
-	_, rule := policy(policyRules)
+	rule := policyfixture.DecidingRule(policyRules)
 	loads := map[string]workload{
 		routeBaseline:    fixed("/baseline", subjectAccessReview(policyRules), `"allowed":true`),
 		routeAuthorize:   fixed("/authorize", subjectAccessReview(policyRules), `"reason":"octogate: rule `+rule+`"`),

@@ -14,6 +14,8 @@ import (
 	authorizationv1beta1 "k8s.io/api/authorization/v1beta1"
 
 	"github.com/octogate/octogate/webhooks"
+
+	"github.com/octogate/octogate/internal/policyfixture"
 )
 
 func mustLoad(t testing.TB, path string) *Policy {
@@ -356,10 +358,10 @@ rules:
 }
 
 func TestManyRulesBeyondStackBitset(t *testing.T) {
-	p := mustParse(t, bigPolicy(300))
-	// The last rule of bigPolicy is the only one for github:last; it sits past 256 rules.
+	p := mustParse(t, policyfixture.Large(300))
+	// The last rule of policyfixture.Large is the only one for github:last; it sits past 256 rules.
 	attrs := res("github:last", nil, "get", "", "pods", "", "default", "x")
-	if d := p.Authorize(&attrs); d.Verdict != Allow || d.Rule != "rule-299" {
+	if d := p.Authorize(&attrs); d.Verdict != Allow || d.Rule != "last-reads-pods" {
 		t.Fatalf("%+v", d)
 	}
 }
