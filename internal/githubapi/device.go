@@ -81,15 +81,24 @@ func (s *Server) withUserCode(userCode string, fn func(*deviceCode) error) error
 	return fmt.Errorf("githubapi: no device code with user code %q", userCode)
 }
 
-// deviceCode: POST /login/device/code (client_id, scope).
-func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
-	s.count("/login/device/code")
+// oauthForm counts a call to endpoint, applies the configured delay and parses the form;
+// false means it has answered (400) already.
+func (s *Server) oauthForm(w http.ResponseWriter, r *http.Request, endpoint string) bool {
+	s.count(endpoint)
 	s.mu.Lock()
 	delay, stopping := s.delay, s.stopping
 	s.mu.Unlock()
 	s.wait(r.Context(), stopping, delay)
 	if err := r.ParseForm(); err != nil {
 		writeError(w, http.StatusBadRequest, "Problems parsing form", docsRest)
+		return false
+	}
+	return true
+}
+
+// deviceCode: POST /login/device/code (client_id, scope).
+func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
+	if !s.oauthForm(w, r, "/login/device/code") {
 		return
 	}
 	s.mu.Lock()
@@ -131,13 +140,7 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 
 // accessToken: POST /login/oauth/access_token (client_id, device_code, grant_type).
 func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
-	s.count("/login/oauth/access_token")
-	s.mu.Lock()
-	delay, stopping := s.delay, s.stopping
-	s.mu.Unlock()
-	s.wait(r.Context(), stopping, delay)
-	if err := r.ParseForm(); err != nil {
-		writeError(w, http.StatusBadRequest, "Problems parsing form", docsRest)
+	if !s.oauthForm(w, r, "/login/oauth/access_token") {
 		return
 	}
 	s.mu.Lock()
