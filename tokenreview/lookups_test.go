@@ -1,6 +1,7 @@
 package tokenreview
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -152,5 +153,39 @@ func TestMaxLookupsConfig(t *testing.T) {
 				t.Fatalf("bound %d, want %d", got, tc.wantCap)
 			}
 		})
+	}
+}
+
+func TestOneReviewGivingUpDoesNotFailOthersSharingItsLookup(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	gh.AddUser(githubapi.User{Login: "octocat", Memberships: []githubapi.Membership{{Org: "acme"}}, Tokens: []string{"tok-shared"}})
+	e := newEnv(t, gh, func(c *Config) { c.Timeout = 10 * time.Second })
+	gh.SetDelay(time.Second)
+
+	// The first review's client gives up while GitHub is still answering. (The stand-in
+	// counts a call once its delay is over, so the steps below are spaced by short sleeps,
+	// well inside the 1 s delay.)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodPost, "/authenticate", strings.NewReader(reviewBody(APIVersionV1, "TokenReview", "tok-shared"))).WithContext(ctx)
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		first <- rec
+	}()
+	time.Sleep(100 * time.Millisecond) // the first review's lookup is waiting on GitHub
+
+	second := make(chan reviewAnswer, 1)
+	go func() { second <- e.review(t, "tok-shared") }()
+	time.Sleep(50 * time.Millisecond) // let the second review join the flight
+	cancel()
+
+	if a := <-second; a.code != http.StatusOK || !a.Status.Authenticated {
+		t.Fatalf("the review sharing the lookup got HTTP %d %q, want authenticated", a.code, a.Status.Error)
+	}
+	<-first
+	if calls := gh.Calls("/user"); calls != 1 {
+		t.Errorf("GET /user called %d times, want 1 (one shared lookup)", calls)
 	}
 }
