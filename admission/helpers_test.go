@@ -32,7 +32,7 @@ var (
 	namespaceKind     = metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 	namespaceResource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	octocat           = authenticationv1.UserInfo{
-		Username: "github:octocat",
+		Username: "github:octocat:583231",
 		UID:      "583231",
 		Groups:   []string{"github:acme", "github:acme/platform", "system:authenticated"},
 	}

@@ -64,21 +64,21 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "annotations null gets all three",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":null}}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "empty annotations object gets all three",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{}}}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name: "client-supplied creator annotations are overwritten with the real user",
@@ -87,7 +87,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 			"octogate.dev/creator-groups":"[\"system:masters\"]"}}}`,
 		user: octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name: "every other annotation, label and field is kept",
@@ -97,7 +97,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 		user: octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"team":"a"},
 			"annotations":{"example.com/owner":"a","a/b~c":"d",
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}},
 			"spec":{"finalizers":["kubernetes"]}}`,
 	}, {
@@ -105,21 +105,21 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"generateName":"ci-"}}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"generateName":"ci-","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "field names compare exactly: Annotations is not metadata.annotations",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"}}}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"},"annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "fields the decision does not read are not checked",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{}},"spec":"x"}`,
 		user:   octocat,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{},"annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}},"spec":"x"}`,
 	}, {
 		name:   "service account creator is recorded verbatim",
@@ -262,14 +262,14 @@ func TestHandleDecidesThePatch(t *testing.T) {
 		name: "no annotations: one add of the whole map",
 		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		want: []patchOp{{Op: "add", Path: "/metadata/annotations", Value: map[string]string{
-			AnnotationCreator: "github:octocat", AnnotationCreatorUID: "583231",
+			AnnotationCreator: "github:octocat:583231", AnnotationCreatorUID: "583231",
 			AnnotationCreatorGroups: `["github:acme","github:acme/platform","system:authenticated"]`,
 		}}},
 	}, {
 		name: "existing creator is replaced, missing ones are added, with ~1 for /",
 		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{AnnotationCreator: "x", "y": "z"}}},
 		want: []patchOp{
-			{Op: "replace", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat"},
+			{Op: "replace", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat:583231"},
 			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-groups", Value: `["github:acme","github:acme/platform","system:authenticated"]`},
 			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-uid", Value: "583231"},
 		},

@@ -11,16 +11,16 @@ import (
 func TestValidatorProtectsCreatorAnnotations(t *testing.T) {
 	const (
 		owned = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\"]","team":"a"}}}`
 		creatorRemoved = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
 			"octogate.dev/creator-uid":"583231","octogate.dev/creator-groups":"[\"github:acme\"]","team":"a"}}}`
 		groupsChanged = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"system:masters\"]","team":"a"}}}`
 		allRemoved   = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":null}}`
 		otherChanged = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
-			"octogate.dev/creator":"github:octocat","octogate.dev/creator-uid":"583231",
+			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\"]","team":"b"},"labels":{"x":"y"}}}`
 		unowned       = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`
 		claimed       = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{"octogate.dev/creator":"github:mallory"}}}`

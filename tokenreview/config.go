@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Config struct {
 	// UsernamePrefix prefixes usernames and groups. Empty means the default "github:"; "-"
 	// means no prefix.
 	UsernamePrefix string
+	// UsernameFormat is how a username is built from the GitHub account (default
+	// UsernameFormatLoginID): see UsernameFormatLoginID, UsernameFormatLogin, UsernameFormatID.
+	UsernameFormat string
 	// CacheTTL is how long an identity is served without asking GitHub (default 60s).
 	CacheTTL time.Duration
 	// NegativeTTL is how long a refusal is served without asking GitHub (default 10s).
@@ -67,6 +71,25 @@ const (
 	// StaleFor is the longest an identity is served, past CacheTTL, while GitHub is unavailable.
 	StaleFor = 10 * time.Minute
 )
+
+// Username formats (OCTOGATE_USERNAME_FORMAT). GitHub frees a login when its account is
+// renamed or deleted, and anyone may then register it
+// (https://docs.github.com/account-and-profile/setting-up-and-managing-your-personal-account-on-github/managing-personal-account-settings/changing-your-github-username);
+// the numeric id is never reused. RBAC binds by username, so only a username that contains the
+// id keeps a RoleBinding from passing to the login's next owner.
+const (
+	// UsernameFormatLoginID is prefix + lowercased login + ":" + id ("github:alice:1001"): readable
+	// and never shared by two accounts. The default.
+	UsernameFormatLoginID = "login:id"
+	// UsernameFormatLogin is prefix + lowercased login ("github:alice"). A recycled login inherits
+	// every binding of its previous owner.
+	UsernameFormatLogin = "login"
+	// UsernameFormatID is prefix + id ("github:1001").
+	UsernameFormatID = "id"
+)
+
+// UsernameFormats lists the valid UsernameFormat values, the default first.
+var UsernameFormats = []string{UsernameFormatLoginID, UsernameFormatLogin, UsernameFormatID}
 
 // GitHub org logins: letters, digits and single inner hyphens, at most 39 characters
 // (https://docs.github.com/organizations). Anything else would change the request path.
@@ -144,7 +167,13 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 }
 
 func newRules(cfg Config) (identityRules, error) {
-	r := identityRules{prefix: cfg.UsernamePrefix}
+	r := identityRules{prefix: cfg.UsernamePrefix, format: cfg.UsernameFormat}
+	if r.format == "" {
+		r.format = UsernameFormatLoginID
+	}
+	if !slices.Contains(UsernameFormats, r.format) {
+		return r, fmt.Errorf("tokenreview: UsernameFormat %q: want one of %s", r.format, strings.Join(UsernameFormats, ", "))
+	}
 	switch r.prefix {
 	case "":
 		r.prefix = DefaultUsernamePrefix

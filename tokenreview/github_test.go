@@ -135,9 +135,9 @@ func TestGitHubIdentities(t *testing.T) {
 			{Org: "acme", Name: "Platform Admins"}, {Org: "Umbrella", Name: "Platform Admins"},
 			{Org: "initech", Name: "Platform Admins"},
 		}})
-	gh.AddUser(githubapi.User{Login: "many", Tokens: []string{"tok-many"},
+	gh.AddUser(githubapi.User{Login: "many", ID: 2001, Tokens: []string{"tok-many"},
 		Memberships: []githubapi.Membership{{Org: "acme"}}, Teams: teams("acme", 120)})
-	gh.AddUser(githubapi.User{Login: "outsider", Tokens: []string{"tok-outsider"},
+	gh.AddUser(githubapi.User{Login: "outsider", ID: 2002, Tokens: []string{"tok-outsider"},
 		Memberships: []githubapi.Membership{{Org: "initech"}}, Teams: []githubapi.Team{{Org: "initech", Name: "Ops"}}})
 	gh.AddUser(githubapi.User{Login: "invitee", Tokens: []string{"tok-invitee"},
 		Memberships: []githubapi.Membership{{Org: "ACME", State: "pending"}}})
@@ -158,12 +158,12 @@ func TestGitHubIdentities(t *testing.T) {
 	}{
 		{
 			name:  "team Platform Admins in acme and umbrella gives both team groups and both org groups",
-			token: "tok-octocat", wantAuth: true, wantUser: "github:octocat",
+			token: "tok-octocat", wantAuth: true, wantUser: "github:octocat:583231",
 			wantGroups: []string{"github:acme", "github:umbrella", "github:acme/platform-admins", "github:umbrella/platform-admins"},
 		},
 		{
 			name:  "member of 120 teams over several pages gets all 120 team groups",
-			token: "tok-many", wantAuth: true, wantUser: "github:many", wantGroupN: 121,
+			token: "tok-many", wantAuth: true, wantUser: "github:many:2001", wantGroupN: 121,
 		},
 		{
 			name:  "GitHub 401 is authenticated false saying the token was refused",
@@ -183,7 +183,7 @@ func TestGitHubIdentities(t *testing.T) {
 		},
 		{
 			name:  "any user with * gets groups of every team's org",
-			token: "tok-outsider", orgs: []string{"*"}, wantAuth: true, wantUser: "github:outsider",
+			token: "tok-outsider", orgs: []string{"*"}, wantAuth: true, wantUser: "github:outsider:2002",
 			wantGroups: []string{"github:initech", "github:initech/ops"},
 		},
 	} {
@@ -287,7 +287,7 @@ func TestGitHubUnavailable(t *testing.T) {
 			e.clock.advance(DefaultCacheTTL + time.Second)
 			f.inject(gh)
 			a := e.review(t, "tok")
-			if a.code != http.StatusOK || !a.Status.Authenticated || a.Status.User.Username != "github:octocat" {
+			if a.code != http.StatusOK || !a.Status.Authenticated || a.Status.User.Username != "github:octocat:583231" {
 				t.Fatalf("HTTP %d authenticated %v error %q", a.code, a.Status.Authenticated, a.Status.Error)
 			}
 			if got := e.cacheCount("stale"); got != 1 {

@@ -29,7 +29,7 @@ type fakeLookup struct {
 func (f fakeLookup) Lookup(context.Context, string) (Identity, error) { return f.id, f.err }
 
 var octocat = Identity{
-	Username: "github:octocat",
+	Username: "github:octocat:583231",
 	UID:      "583231",
 	Groups:   []string{"github:acme", "github:acme/platform-admins"},
 	Extra:    map[string][]string{ExtraLogin: {"Octocat"}},
@@ -171,7 +171,7 @@ func TestAnswerDecodesAsKubernetesTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v1.APIVersion != APIVersionV1 || v1.Kind != "TokenReview" || !v1.Status.Authenticated ||
-		v1.Status.User.Username != "github:octocat" || v1.Status.User.UID != "583231" ||
+		v1.Status.User.Username != "github:octocat:583231" || v1.Status.User.UID != "583231" ||
 		len(v1.Status.User.Groups) != 2 || v1.Status.User.Extra[ExtraLogin][0] != "Octocat" {
 		t.Fatalf("v1 %+v", v1)
 	}
@@ -179,7 +179,7 @@ func TestAnswerDecodesAsKubernetesTypes(t *testing.T) {
 	if err := json.Unmarshal(serve(h, reviewBody(APIVersionV1beta1, "TokenReview", "t")).Body.Bytes(), &v1beta1); err != nil {
 		t.Fatal(err)
 	}
-	if v1beta1.APIVersion != APIVersionV1beta1 || !v1beta1.Status.Authenticated || v1beta1.Status.User.Username != "github:octocat" {
+	if v1beta1.APIVersion != APIVersionV1beta1 || !v1beta1.Status.Authenticated || v1beta1.Status.User.Username != "github:octocat:583231" {
 		t.Fatalf("v1beta1 %+v", v1beta1)
 	}
 }

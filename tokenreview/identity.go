@@ -12,7 +12,8 @@ import (
 
 // Identity is the Kubernetes user a token stands for (TokenReview status.user).
 type Identity struct {
-	// Username is prefix + GitHub login lowercased, e.g. "github:octocat".
+	// Username is built by Config.UsernameFormat: by default prefix + GitHub login lowercased +
+	// ":" + numeric id, e.g. "github:octocat:583231".
 	Username string
 	// UID is the GitHub numeric account id, e.g. "583231".
 	UID string
@@ -112,6 +113,7 @@ type githubUser struct {
 // identityRules are the Config fields that turn GitHub facts into an Identity.
 type identityRules struct {
 	prefix   string
+	format   string   // one of UsernameFormats
 	orgs     []string // allowed, lowercased; empty with anyUser
 	anyUser  bool
 	orgsText string // the allow-list as configured, for messages
@@ -150,11 +152,22 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 	}
 	groups = append(groups, teams...)
 	return Identity{
-		Username: r.prefix + strings.ToLower(u.login),
+		Username: r.username(u.login, u.id),
 		UID:      strconv.FormatInt(u.id, 10),
 		Groups:   groups,
 		Extra:    map[string][]string{ExtraLogin: {u.login}},
 	}, nil
+}
+
+// username is the Kubernetes username of GitHub account id with login, by r.format.
+func (r identityRules) username(login string, id int64) string {
+	switch r.format {
+	case UsernameFormatLogin:
+		return r.prefix + strings.ToLower(login)
+	case UsernameFormatID:
+		return r.prefix + strconv.FormatInt(id, 10)
+	}
+	return r.prefix + strings.ToLower(login) + ":" + strconv.FormatInt(id, 10)
 }
 
 func (r identityRules) refusal(u githubUser) error {

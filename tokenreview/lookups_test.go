@@ -92,7 +92,7 @@ func TestSlowGitHubFillsLookupSlotsButCachedTokensStillAnswer(t *testing.T) {
 					t.Errorf("status.error %q does not say %q", a.Status.Error, w)
 				}
 			}
-			if tc.wantAuth && a.Status.User.Username != "github:octocat" {
+			if tc.wantAuth && a.Status.User.Username != "github:octocat:583231" {
 				t.Errorf("username %q", a.Status.User.Username)
 			}
 			if n := gh.TokenCalls(tc.token) - before; n != tc.wantCalls {

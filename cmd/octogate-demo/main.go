@@ -232,14 +232,14 @@ octogate is running. In another shell:
 `)
 	} else {
 		fmt.Print(`
-  kubectl --context alice auth whoami             # github:alice, groups github:acme and github:acme/platform-admins
+  kubectl --context alice auth whoami             # github:alice:1001 (login:id), groups github:acme and github:acme/platform-admins
   kubectl --context bob create namespace bob-dev  # allowed by policy rule members-create-namespaces
-  kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # creator github:bob
+  kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # creator github:bob:1002
   kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # bob is admin of bob-dev
   kubectl --context bob -n bob-dev create configmap hello --from-literal=greeting=hi
   kubectl --context bob -n kube-system get pods   # Forbidden: octogate: rule no-one-else-in-system-namespaces
   kubectl --context bob auth can-i create configmaps -n kube-public   # no
-  kubectl --context alice annotate namespace bob-dev octogate.dev/creator=github:alice --overwrite
+  kubectl --context alice annotate namespace bob-dev octogate.dev/creator=github:alice:1001 --overwrite
                                                   # denied by the validating webhook, even for a platform admin
   kubectl --context carol get namespaces          # error: You must be logged in (carol is not in acme)
   kubectl --context dave get namespaces           # same: dave's invitation to acme is still pending

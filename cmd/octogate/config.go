@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
+
+	"github.com/octogate/octogate/tokenreview"
 )
 
 // serveConfig is the environment of `octogate serve`; DESIGN.md's configuration table is the
@@ -26,6 +29,7 @@ type serveConfig struct {
 	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of; * means any GitHub user"`
 	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
 	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
+	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
 	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
 	TokenCacheNegativeTTL   time.Duration `env:"OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL" envDefault:"10s" help:"how long a refused token is cached"`
 	TokenCacheSize          int           `env:"OCTOGATE_TOKEN_CACHE_SIZE" envDefault:"10000" help:"maximum cached tokens (LRU)"`
@@ -162,6 +166,8 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_SHUTDOWN_DELAY", c.ShutdownDelay.String(), "a duration of 0 or more")
 	case c.ShutdownTimeout <= 0:
 		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+	case !slices.Contains(tokenreview.UsernameFormats, c.UsernameFormat):
+		return bad("OCTOGATE_USERNAME_FORMAT", c.UsernameFormat, "one of "+strings.Join(tokenreview.UsernameFormats, ", "))
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return bad("OCTOGATE_LOG_FORMAT", c.LogFormat, "text or json")
 	case c.OwnerClusterRole == "":

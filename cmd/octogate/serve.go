@@ -61,6 +61,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Orgs:           cfg.GitHubOrgs,
 		Timeout:        cfg.GitHubTimeout,
 		UsernamePrefix: cfg.UsernamePrefix,
+		UsernameFormat: cfg.UsernameFormat,
 		CacheTTL:       cfg.TokenCacheTTL,
 		NegativeTTL:    cfg.TokenCacheNegativeTTL,
 		CacheSize:      cfg.TokenCacheSize,
@@ -200,6 +201,7 @@ var fieldVariables = strings.NewReplacer(
 	"GitHubCAFile", "OCTOGATE_GITHUB_CA_FILE",
 	"PolicyFile", "OCTOGATE_POLICY_FILE",
 	"UsernamePrefix", "OCTOGATE_USERNAME_PREFIX",
+	"UsernameFormat", "OCTOGATE_USERNAME_FORMAT",
 	"AdminGroups", "OCTOGATE_ADMIN_GROUPS",
 )
 

@@ -17,6 +17,11 @@ const (
 	DaveID        = 1004
 	UsernameGroup = "github:" + Org
 	AdminGroup    = "github:" + Org + "/" + AdminTeam
+	// Usernames in the default format, login:id (OCTOGATE_USERNAME_FORMAT).
+	AliceUser = "github:alice:1001"
+	BobUser   = "github:bob:1002"
+	CarolUser = "github:carol:1003"
+	DaveUser  = "github:dave:1004"
 )
 
 // Fixture is the GitHub stand-in content: alice (acme member, team platform-admins), bob

@@ -216,8 +216,8 @@ func checkWhoamiAlice(t *testing.T, res cluster.Result) {
 		t.Fatalf("whoami output: %v\n%s", err, res)
 	}
 	u := r.Status.UserInfo
-	if u.Username != "github:alice" {
-		t.Errorf("username = %q, want github:alice", u.Username)
+	if u.Username != cluster.AliceUser {
+		t.Errorf("username = %q, want %s", u.Username, cluster.AliceUser)
 	}
 	if u.UID != strconv.Itoa(cluster.AliceID) {
 		t.Errorf("uid = %q, want %d", u.UID, cluster.AliceID)

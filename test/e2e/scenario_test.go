@@ -68,8 +68,8 @@ func TestScenario(t *testing.T) {
 
 	t.Run("1 whoami shows alice's GitHub identity", func(t *testing.T) {
 		r := whoami(t, e, "alice").Status.UserInfo
-		if r.Username != "github:alice" {
-			t.Errorf("username = %q, want github:alice", r.Username)
+		if r.Username != cluster.AliceUser {
+			t.Errorf("username = %q, want %s", r.Username, cluster.AliceUser)
 		}
 		if r.UID != strconv.Itoa(cluster.AliceID) {
 			t.Errorf("uid = %q, want %d", r.UID, cluster.AliceID)
@@ -88,8 +88,8 @@ func TestScenario(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := ns.Annotations
-		if a[annotationCreator] != "github:bob" || a[annotationCreatorUID] != strconv.Itoa(cluster.BobID) {
-			t.Errorf("creator annotations = %v, want github:bob / %d", a, cluster.BobID)
+		if a[annotationCreator] != cluster.BobUser || a[annotationCreatorUID] != strconv.Itoa(cluster.BobID) {
+			t.Errorf("creator annotations = %v, want %s / %d", a, cluster.BobUser, cluster.BobID)
 		}
 		var groups []string
 		if err := json.Unmarshal([]byte(a[annotationCreatorGroups]), &groups); err != nil || !slices.Contains(groups, cluster.UsernameGroup) {
@@ -104,8 +104,8 @@ func TestScenario(t *testing.T) {
 		if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != "admin" {
 			t.Errorf("roleRef = %+v, want ClusterRole admin", rb.RoleRef)
 		}
-		if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "User" || rb.Subjects[0].Name != "github:bob" {
-			t.Errorf("subjects = %+v, want User github:bob", rb.Subjects)
+		if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "User" || rb.Subjects[0].Name != cluster.BobUser {
+			t.Errorf("subjects = %+v, want User %s", rb.Subjects, cluster.BobUser)
 		}
 
 		// RBAC sees the new binding through an informer; wait until it does.
@@ -134,8 +134,8 @@ func TestScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ns.Annotations[annotationCreator]; got != "github:alice" {
-			t.Errorf("%s creator = %q, want github:alice", aliceNS, got)
+		if got := ns.Annotations[annotationCreator]; got != cluster.AliceUser {
+			t.Errorf("%s creator = %q, want %s", aliceNS, got, cluster.AliceUser)
 		}
 		res = e.kubectlAs(t, "bob", "-n", aliceNS, "get", "configmaps")
 		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
@@ -156,14 +156,14 @@ func TestScenario(t *testing.T) {
 	})
 
 	t.Run("5 the creator annotation cannot be taken over", func(t *testing.T) {
-		res := e.kubectlAs(t, "bob", "annotate", "namespace", "bob-dev", annotationCreator+"=github:alice", "--overwrite")
+		res := e.kubectlAs(t, "bob", "annotate", "namespace", "bob-dev", annotationCreator+"="+cluster.AliceUser, "--overwrite")
 		if res.ExitCode == 0 {
 			t.Errorf("bob rewrote the creator annotation\n%s", res)
 		}
 		t.Logf("bob's attempt: %s", strings.TrimSpace(res.Stderr))
 
 		// alice may patch any namespace by policy, so only the validating webhook stops her.
-		res = e.kubectlAs(t, "alice", "annotate", "namespace", "bob-dev", annotationCreator+"=github:alice", "--overwrite")
+		res = e.kubectlAs(t, "alice", "annotate", "namespace", "bob-dev", annotationCreator+"="+cluster.AliceUser, "--overwrite")
 		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "denied the request") {
 			t.Errorf("alice rewrote the creator annotation: want the admission webhook to deny it\n%s", res)
 		}
@@ -173,8 +173,8 @@ func TestScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ns.Annotations[annotationCreator]; got != "github:bob" {
-			t.Errorf("creator = %q after the attempts, want github:bob", got)
+		if got := ns.Annotations[annotationCreator]; got != cluster.BobUser {
+			t.Errorf("creator = %q after the attempts, want %s", got, cluster.BobUser)
 		}
 	})
 
@@ -225,8 +225,8 @@ func TestScenario(t *testing.T) {
 			t.Fatalf("restart octogate: %v", err)
 		}
 		res = e.mustSucceed(t, "alice", "--token="+afterRestart, "auth", "whoami")
-		if !strings.Contains(res.Stdout, "github:alice") {
-			t.Errorf("alice's new token after the restart: want github:alice\n%s", res)
+		if !strings.Contains(res.Stdout, cluster.AliceUser) {
+			t.Errorf("alice's new token after the restart: want %s\n%s", cluster.AliceUser, res)
 		}
 		e.mustSucceed(t, "bob", "create", "namespace", "bob-dev-2")
 		waitFor(t, 5*time.Second, "RoleBinding bob-dev-2/"+ownerBinding, func() (*rbacv1.RoleBinding, error) {

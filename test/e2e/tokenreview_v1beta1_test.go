@@ -34,7 +34,7 @@ func TestTokenReviewV1beta1(t *testing.T) {
 	k.Kubeconfig = kubeconfig
 	v1beta1 := &testEnv{kubectl: k}
 	r := whoami(t, v1beta1, "alice").Status.UserInfo
-	if r.Username != "github:alice" || !slices.Contains(r.Groups, cluster.AdminGroup) {
-		t.Errorf("whoami through v1beta1 = %+v, want github:alice in %s", r, cluster.AdminGroup)
+	if r.Username != cluster.AliceUser || !slices.Contains(r.Groups, cluster.AdminGroup) {
+		t.Errorf("whoami through v1beta1 = %+v, want %s in %s", r, cluster.AliceUser, cluster.AdminGroup)
 	}
 }

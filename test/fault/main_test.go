@@ -371,13 +371,13 @@ func tokenReview(token string) []byte {
 // podLogReview asks whether alice may read pod logs in team-a (the test policy allows it).
 var podLogReview = []byte(`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{` +
 	`"resourceAttributes":{"namespace":"team-a","verb":"get","group":"","version":"v1","resource":"pods","subresource":"log","name":"web-0"},` +
-	`"user":"github:alice","groups":["github:acme","system:authenticated"]}}`)
+	`"user":"github:alice:1001","groups":["github:acme","system:authenticated"]}}`)
 
 // namespaceCreate is the AdmissionReview of alice creating Namespace team-a.
 var namespaceCreate = []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{` +
 	`"uid":"0d4f7c6e-1d1b-4c9a-9d53-6f1c2a7b8e90","kind":{"group":"","version":"v1","kind":"Namespace"},` +
 	`"resource":{"group":"","version":"v1","resource":"namespaces"},"name":"team-a","operation":"CREATE",` +
-	`"userInfo":{"username":"github:alice","uid":"1001","groups":["github:acme","system:authenticated"]},` +
+	`"userInfo":{"username":"github:alice:1001","uid":"1001","groups":["github:acme","system:authenticated"]},` +
 	`"object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}},"oldObject":null,"dryRun":false}}`)
 
 // review posts a TokenReview of token.
