@@ -256,7 +256,7 @@ func TestGitHubUnavailable(t *testing.T) {
 	newGH := func(t *testing.T) *githubapi.Server {
 		gh := githubapi.New()
 		t.Cleanup(gh.Close)
-		gh.AddUser(githubapi.User{Login: "octocat", Tokens: []string{"tok"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+		gh.AddUser(githubapi.User{Login: "octocat", ID: 583231, Tokens: []string{"tok"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
 		return gh
 	}
 	faults := []struct {
@@ -602,7 +602,7 @@ func TestIdentityRules(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(id.Groups, tc.wantGroups) || id.Username != "gh:ann" {
+			if err != nil || !slices.Equal(id.Groups, tc.wantGroups) || id.Username != "gh:ann:1" {
 				t.Fatalf("identity %+v, %v", id, err)
 			}
 		})

@@ -28,7 +28,7 @@ func TestSlowGitHubFillsLookupSlotsButCachedTokensStillAnswer(t *testing.T) {
 	const delay = 2 * time.Second
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "octocat", Memberships: []githubapi.Membership{{Org: "acme"}},
+	gh.AddUser(githubapi.User{Login: "octocat", ID: 583231, Memberships: []githubapi.Membership{{Org: "acme"}},
 		Tokens: []string{"tok-slow-1", "tok-slow-2", "tok-new", "tok-cached", "tok-expired"}})
 	e := newEnv(t, gh, func(c *Config) { c.MaxLookups = 2; c.Timeout = 10 * time.Second })
 

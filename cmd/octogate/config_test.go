@@ -25,6 +25,7 @@ func TestServeConfigDefaultsFollowDesign(t *testing.T) {
 		{"api url", cfg.GitHubAPIURL, "https://api.github.com/"},
 		{"timeout", cfg.GitHubTimeout, 5 * time.Second},
 		{"prefix", cfg.UsernamePrefix, "github:"},
+		{"username format", cfg.UsernameFormat, "login:id"},
 		{"ttl", cfg.TokenCacheTTL, 60 * time.Second},
 		{"negative ttl", cfg.TokenCacheNegativeTTL, 10 * time.Second},
 		{"cache size", cfg.TokenCacheSize, 10000},
@@ -55,6 +56,7 @@ func TestBadValueStopsWithOneLineNamingTheVariable(t *testing.T) {
 		{"size zero", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_SIZE": "0"}, "OCTOGATE_TOKEN_CACHE_SIZE", "positive"},
 		{"bool not a bool", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_CONTROLLER": "maybe"}, `OCTOGATE_CONTROLLER="maybe"`, "true or false"},
 		{"log format", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_LOG_FORMAT": "xml"}, `OCTOGATE_LOG_FORMAT="xml"`, "text or json"},
+		{"username format", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_USERNAME_FORMAT": "email"}, `OCTOGATE_USERNAME_FORMAT="email"`, "login:id, login, id"},
 		{"cert without key", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TLS_CERT_FILE": "/x"}, "OCTOGATE_TLS_KEY_FILE", "both or neither"},
 		{"negative ttl", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_TTL": "-1s"}, "OCTOGATE_TOKEN_CACHE_TTL", "positive"},
 	}
