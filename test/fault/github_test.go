@@ -26,7 +26,7 @@ func TestGitHubOutage(t *testing.T) {
 		// Reviews until the cache reports a stale answer, which needs the 1 s TTL to pass.
 		eventually(t, 10*time.Second, "a stale answer", func() bool {
 			a, err := o.review(o.client, aliceToken)
-			if err != nil || a.code != 200 || !a.Status.Authenticated || a.Status.User.Username != cluster.AliceUser {
+			if err != nil || a.code != 200 || !a.Status.Authenticated || a.Status.User.Username != aliceUser {
 				t.Fatalf("alice during the outage: %v %v", a, err)
 			}
 			stale, _ := o.metric(t, `octogate_token_cache_requests_total{result="stale"}`)

@@ -70,6 +70,10 @@ const (
 	org        = "acme"
 	aliceToken = "gho_alice_fault"
 	bobToken   = "gho_bob_fault"
+	aliceID    = 1001
+	bobID      = 1002
+	// aliceUser is alice's username in the default format, login:id.
+	aliceUser = "github:alice:1001"
 )
 
 // newGitHub starts the GitHub stand-in over TLS with alice and bob, members of acme.
@@ -77,9 +81,13 @@ func newGitHub(t *testing.T) *githubapi.Server {
 	t.Helper()
 	gh := githubapi.NewTLS()
 	t.Cleanup(gh.Close)
-	for _, u := range []struct{ login, token string }{{"Alice", aliceToken}, {"Bob", bobToken}} {
+	for _, u := range []struct {
+		login, token string
+		id           int64
+	}{{"Alice", aliceToken, aliceID}, {"Bob", bobToken, bobID}} {
 		gh.AddUser(githubapi.User{
 			Login:       u.login,
+			ID:          u.id,
 			Tokens:      []string{u.token},
 			Memberships: []githubapi.Membership{{Org: org}},
 			Teams:       []githubapi.Team{{Org: org, Name: "Platform"}},
