@@ -650,3 +650,40 @@ func TestLoginFlowChoice(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReadCache feeds readCache any file content: it returns a token or an error wrapping
+// ErrCorruptCache, never panics, and never quotes the content.
+func FuzzReadCache(f *testing.F) {
+	f.Add([]byte(`{"githubURL":"https://github.com","clientID":"Iv1.x","accessToken":"ghu_a","expiry":"2026-01-02T03:04:05Z","refreshToken":"ghr_b","refreshExpiry":"2026-07-02T03:04:05Z","checkedAt":"2026-01-02T02:04:05Z"}`))
+	f.Add([]byte(`{"accessToken":""}`))
+	f.Add([]byte(`{"accessToken":"x","expiry":"yesterday"}`))
+	f.Add([]byte(`[]`))
+	dir := f.TempDir()
+	uid := os.Getuid()
+	f.Fuzz(func(t *testing.T, content []byte) {
+		path := filepath.Join(dir, "cache.json")
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := readCache(path, "octogate credential --forget", uid)
+		switch {
+		case err != nil:
+			if !errors.Is(err, ErrCorruptCache) {
+				t.Fatalf("err = %v, want ErrCorruptCache", err)
+			}
+			if len(content) > 8 && strings.Contains(err.Error(), string(content)) {
+				t.Fatal("the error quotes the file")
+			}
+		case c == nil || c.AccessToken == "":
+			t.Fatal("no error and no token")
+		default:
+			now := time.Now()
+			_ = c.usable(now)
+			_ = c.refreshable(now)
+			_ = c.recheckDue(now, time.Minute)
+		}
+	})
+}
