@@ -16,6 +16,11 @@ import (
 	"golang.org/x/oauth2"
 )
 
+// ErrBrowserFlow: the browser login failed (nothing came back in time, GitHub's authorization
+// page answered an error). A failed code exchange wraps ErrDeviceFlow, as every token endpoint
+// error does.
+var ErrBrowserFlow = errors.New("GitHub browser login failed")
+
 // ErrNoClientSecret: the browser flow was asked for without the app's client secret, which
 // GitHub requires to exchange the code.
 var ErrNoClientSecret = errors.New("the browser login needs the GitHub app's client secret")
@@ -41,7 +46,7 @@ func (p *Plugin) browserFlow(ctx context.Context) (*oauth2.Token, error) {
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("%w: browser login: listen on 127.0.0.1: %v", ErrDeviceFlow, err)
+		return nil, fmt.Errorf("%w: listen on 127.0.0.1: %v", ErrBrowserFlow, err)
 	}
 	conf := p.oauthConfig()
 	conf.ClientSecret = p.cfg.ClientSecret
@@ -99,9 +104,9 @@ func (p *Plugin) browserFlow(ctx context.Context) (*oauth2.Token, error) {
 	select {
 	case cb = <-got:
 	case <-wait.C:
-		return nil, fmt.Errorf("%w: nobody completed the browser login within %s; run the command again (or use --device)", ErrCodeExpired, p.cfg.LoginTimeout)
+		return nil, fmt.Errorf("%w: the browser login was not completed within %s; run the command again (or use --device)", ErrBrowserFlow, p.cfg.LoginTimeout)
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: interrupted", ErrDeviceFlow)
+		return nil, fmt.Errorf("%w: interrupted", ErrBrowserFlow)
 	}
 	tok, err := p.exchange(ctx, conf, cb.code, cb.errCode, cb.errDesc, verifier)
 	done <- err
@@ -115,9 +120,9 @@ func (p *Plugin) exchange(ctx context.Context, conf *oauth2.Config, code, errCod
 	case errCode == errCodeAccessDenied:
 		return nil, fmt.Errorf("%w: access was not granted in the browser; run the command again to retry", ErrAccessDenied)
 	case errCode != "":
-		return nil, fmt.Errorf("%w: GitHub's authorization page answered %s: %s", ErrDeviceFlow, errCode, errDesc)
+		return nil, fmt.Errorf("%w: GitHub's authorization page answered %s: %s", ErrBrowserFlow, errCode, errDesc)
 	case code == "":
-		return nil, fmt.Errorf("%w: GitHub sent the browser back without a code", ErrDeviceFlow)
+		return nil, fmt.Errorf("%w: GitHub sent the browser back without a code", ErrBrowserFlow)
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, p.cfg.HTTPClient)
 	tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier))

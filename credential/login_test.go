@@ -687,3 +687,17 @@ func FuzzReadCache(f *testing.F) {
 		}
 	})
 }
+
+func TestBrowserLoginNotCompletedInTime(t *testing.T) {
+	t.Parallel()
+	gh := standIn(t, githubapi.DeviceFlow{ApproveAs: "octocat", ClientSecret: clientSecret})
+	p := newPlugin(t, Config{GitHubURL: gh.URL(), ClientID: clientID, ClientSecret: clientSecret, Flow: FlowBrowser,
+		HTTPClient: gh.Client(), LoginTimeout: 200 * time.Millisecond, OpenBrowser: func(string) error { return nil }})
+	_, err := p.Token(context.Background())
+	if !errors.Is(err, ErrBrowserFlow) || !strings.Contains(err.Error(), "not completed within 200ms") {
+		t.Fatalf("err = %v, want ErrBrowserFlow saying the login was not completed in time", err)
+	}
+	if _, err := os.Stat(p.CachePath()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed login left a cache file: %v", err)
+	}
+}

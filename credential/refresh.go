@@ -50,10 +50,10 @@ func (p *Plugin) toCache(tok *oauth2.Token, now time.Time) cacheFile {
 		RefreshToken: tok.RefreshToken,
 		CheckedAt:    now,
 	}
-	if s := fmt.Sprint(tok.Extra("refresh_token_expires_in")); tok.RefreshToken != "" {
-		if secs, err := strconv.ParseFloat(s, 64); err == nil && secs > 0 {
-			c.RefreshExpiry = now.Add(time.Duration(secs) * time.Second)
-		}
+	// refresh_token_expires_in is a string in GitHub's form answer and a number in JSON.
+	secs, err := strconv.ParseFloat(fmt.Sprint(tok.Extra("refresh_token_expires_in")), 64)
+	if tok.RefreshToken != "" && err == nil && secs > 0 {
+		c.RefreshExpiry = now.Add(time.Duration(secs) * time.Second)
 	}
 	return c
 }

@@ -232,7 +232,7 @@ func (p *Plugin) CachePath() string {
 // token works once; two refreshes would lose the new pair).
 //
 // Errors are single lines a person can act on; they wrap ErrNoClientID, ErrCorruptCache,
-// ErrUnsafeFile, ErrLockTimeout, ErrNoClientSecret, ErrAccessDenied, ErrCodeExpired or
+// ErrUnsafeFile, ErrLockTimeout, ErrNoClientSecret, ErrBrowserFlow, ErrAccessDenied, ErrCodeExpired or
 // ErrDeviceFlow. They never contain a token.
 func (p *Plugin) Token(ctx context.Context) (Token, error) {
 	now := p.cfg.Now()
