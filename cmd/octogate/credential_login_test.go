@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -127,4 +128,72 @@ func TestKubeconfigUserPassesTheClientSecret(t *testing.T) {
 	if regexp.MustCompile(`token:`).MatchString(stdout) {
 		t.Error("the kubeconfig carries a token")
 	}
+}
+
+// TestCredentialProcessesShareOneLogin starts 10 processes of `octogate credential` (this test
+// binary running the root command) at once on an empty cache: the lock file works across
+// processes, so the stand-in sees one device code request and every process prints the same
+// token.
+func TestCredentialProcessesShareOneLogin(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	if err := gh.Load(githubapi.Fixture{
+		Users:  []githubapi.User{{Login: "octocat"}},
+		Device: &githubapi.DeviceFlow{ClientID: "Iv23.procs", ApproveAs: "octocat", PendingPolls: 1, GitHubApp: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	t.Setenv(envGitHubURL, gh.URL())
+	t.Setenv(envOAuthClientID, "Iv23.procs")
+	t.Setenv("DISPLAY", "")
+	t.Setenv("WAYLAND_DISPLAY", "")
+	const runs = 10
+	type out struct {
+		stdout, stderr string
+		err            error
+	}
+	outs := make(chan out, runs)
+	for range runs {
+		go func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCredential$", "--", "credential")
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			outs <- out{stdout.String(), stderr.String(), err}
+		}()
+	}
+	tokens := map[string]bool{}
+	for range runs {
+		o := <-outs
+		if o.err != nil {
+			t.Fatalf("%v\n%s", o.err, o.stderr)
+		}
+		var ec struct{ Status struct{ Token string } }
+		if err := json.Unmarshal([]byte(o.stdout), &ec); err != nil || !strings.HasPrefix(ec.Status.Token, "ghu_") {
+			t.Fatalf("stdout %q: %v", o.stdout, err)
+		}
+		tokens[ec.Status.Token] = true
+	}
+	if n := gh.Calls("/login/device/code"); n != 1 {
+		t.Errorf("device code requests from %d processes: %d, want 1", runs, n)
+	}
+	if len(tokens) != 1 {
+		t.Errorf("%d different tokens, want 1", len(tokens))
+	}
+}
+
+// TestHelperCredential runs the root command with the arguments after "--", as the octogate
+// binary would. It does nothing in a normal test run.
+func TestHelperCredential(t *testing.T) {
+	i := slices.Index(os.Args, "--")
+	if i < 0 {
+		t.Skip("only run as a child process")
+	}
+	root := newRootCmd()
+	root.SetArgs(os.Args[i+1:])
+	if err := root.Execute(); err != nil {
+		os.Exit(exitCode(err))
+	}
+	os.Exit(0)
 }
