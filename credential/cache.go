@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,11 @@ type cacheFile struct {
 	AccessToken string    `json:"accessToken"`
 	TokenType   string    `json:"tokenType,omitempty"`
 	Expiry      time.Time `json:"expiry,omitzero"`
+	// RefreshToken and RefreshExpiry come with a GitHub App's expiring user access tokens.
+	RefreshToken  string    `json:"refreshToken,omitempty"`
+	RefreshExpiry time.Time `json:"refreshExpiry,omitzero"`
+	// CheckedAt is when GitHub last accepted AccessToken (issued it, or answered GET /user).
+	CheckedAt time.Time `json:"checkedAt,omitzero"`
 }
 
 // cachePath is dir/<hex SHA-256 of "githubURL\nclientID">.json: one file per GitHub and OAuth
@@ -38,10 +44,19 @@ func cachePath(dir, githubURL, clientID string) string {
 	return filepath.Join(dir, hex.EncodeToString(sum[:])+".json")
 }
 
+// lockPath is the lock file beside a cache file: the same name with .lock for .json. The
+// cache directory is per user, the name per GitHub host and client id.
+func lockPath(cache string) string {
+	return strings.TrimSuffix(cache, ".json") + ".lock"
+}
+
 // readCache returns the cached token, nil when there is none, or an error wrapping
 // ErrCorruptCache that ends with forget, the command that deletes the file. Errors never
 // quote the file's content.
-func readCache(path, forget string) (*cacheFile, error) {
+func readCache(path, forget string, uid int) (*cacheFile, error) {
+	if err := checkPrivate(path, uid); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -61,6 +76,17 @@ func readCache(path, forget string) (*cacheFile, error) {
 
 func (c *cacheFile) usable(now time.Time) bool {
 	return c.Expiry.IsZero() || c.Expiry.After(now.Add(earlyRefresh))
+}
+
+// refreshable reports whether the refresh token may still work.
+func (c *cacheFile) refreshable(now time.Time) bool {
+	return c.RefreshToken != "" && (c.RefreshExpiry.IsZero() || c.RefreshExpiry.After(now))
+}
+
+// recheckDue reports whether GitHub last accepted the token longer than every ago; every <= 0
+// never rechecks.
+func (c *cacheFile) recheckDue(now time.Time, every time.Duration) bool {
+	return every > 0 && !c.CheckedAt.After(now.Add(-every))
 }
 
 func (c *cacheFile) token(now time.Time, src Source) Token {

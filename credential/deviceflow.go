@@ -36,6 +36,7 @@ func (p *Plugin) oauthConfig() *oauth2.Config {
 		ClientID: p.cfg.ClientID,
 		Scopes:   Scopes,
 		Endpoint: oauth2.Endpoint{
+			AuthURL:       p.cfg.GitHubURL + "/login/oauth/authorize",
 			DeviceAuthURL: p.cfg.GitHubURL + "/login/device/code",
 			TokenURL:      p.cfg.GitHubURL + "/login/oauth/access_token",
 			// A device-flow client has no secret; send client_id in the form.
@@ -86,7 +87,7 @@ func (p *Plugin) classify(ctx context.Context, err error, verify string) error {
 	case errors.As(err, &re) && re.ErrorCode == errCodeDeviceFlowDisabled:
 		return fmt.Errorf("%w: device flow is disabled for OAuth app %q; enable \"Device Flow\" in the app's settings on GitHub", ErrDeviceFlow, p.cfg.ClientID)
 	case errors.As(err, &re) && re.ErrorCode == errCodeIncorrectClient:
-		return fmt.Errorf("%w: GitHub does not know OAuth app client id %q (check --client-id or OCTOGATE_OAUTH_CLIENT_ID)", ErrDeviceFlow, p.cfg.ClientID)
+		return fmt.Errorf("%w: GitHub does not know OAuth app client id %q or its client secret (incorrect_client_credentials: check --client-id or OCTOGATE_OAUTH_CLIENT_ID, and --client-secret for the browser flow)", ErrDeviceFlow, p.cfg.ClientID)
 	case errors.As(err, &re) && re.ErrorCode != "":
 		if re.ErrorDescription != "" {
 			return fmt.Errorf("%w: GitHub answered %s: %s", ErrDeviceFlow, re.ErrorCode, re.ErrorDescription)

@@ -32,6 +32,10 @@ type UserKubeconfig struct {
 	// GitHubCAFile is passed to `octogate credential` as --github-ca-file when set: an
 	// absolute path, on the user's machine, of a PEM CA bundle for GitHub Enterprise.
 	GitHubCAFile string
+	// ClientSecret is passed to `octogate credential` as --client-secret when set, which turns
+	// on the browser flow. Everyone with the kubeconfig can read it: use it only for an app
+	// whose secret is not relied on (PKCE and the loopback redirect protect the login).
+	ClientSecret string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -61,6 +65,9 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	}
 	if k.GitHubCAFile != "" {
 		args = append(args, "--github-ca-file", k.GitHubCAFile)
+	}
+	if k.ClientSecret != "" {
+		args = append(args, "--client-secret", k.ClientSecret)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}

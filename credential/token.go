@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // DefaultGitHubURL is the GitHub web (not API) base URL the device flow talks to.
@@ -37,8 +39,28 @@ const (
 	SourceEnv        Source = "GITHUB_TOKEN"
 	SourceGH         Source = "gh"
 	SourceCache      Source = "cache"
+	SourceRefresh    Source = "refresh"
 	SourceDeviceFlow Source = "device-flow"
+	SourceBrowser    Source = "browser"
 )
+
+// Flow is how the plugin logs in when it has no usable token.
+type Flow string
+
+// Login flows. FlowAuto picks FlowBrowser when a display is available and a client secret is
+// set, else FlowDevice.
+const (
+	FlowAuto    Flow = ""
+	FlowDevice  Flow = "device"
+	FlowBrowser Flow = "browser"
+)
+
+// DefaultRecheck is how long a cached token is handed out before the plugin asks GitHub again
+// whether it still works (one GET /user), so that a revoked token is dropped.
+const DefaultRecheck = 10 * time.Minute
+
+// DefaultLoginTimeout bounds the wait for a person to finish the browser login.
+const DefaultLoginTimeout = 10 * time.Minute
 
 // Token is a GitHub token and when kubectl should ask again. Its String form never shows the
 // value, so a stray %v cannot print it.
@@ -62,8 +84,30 @@ type Config struct {
 	// GitHubURL is the GitHub web base URL (GitHub Enterprise: https://HOST). Default
 	// DefaultGitHubURL. Must be https, or http on a loopback host (tests, the demo).
 	GitHubURL string
-	// ClientID is the OAuth app's client id; required only when the device flow runs.
+	// ClientID is the OAuth app's or GitHub App's client id; required only when the plugin
+	// logs in (device or browser flow) or refreshes.
 	ClientID string
+	// ClientSecret is the app's client secret, which GitHub requires to exchange the browser
+	// flow's code (and accepts on a refresh). Empty: no browser flow. A secret shipped to every
+	// user's kubeconfig is not secret; PKCE and the loopback redirect protect the code.
+	ClientSecret string
+	// Flow is how to log in: FlowAuto (default), FlowDevice or FlowBrowser.
+	Flow Flow
+	// Recheck is how old GitHub's last acceptance of a cached token may be before the plugin
+	// checks it with GET /user and drops it on 401. Zero means DefaultRecheck; negative never
+	// rechecks.
+	Recheck time.Duration
+	// LockTimeout bounds the wait for another run that holds the login lock. Zero means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
+	// LoginTimeout bounds the wait for the browser login. Zero means DefaultLoginTimeout.
+	LoginTimeout time.Duration
+	// OpenBrowser opens a URL for the browser flow; default the platform's opener (xdg-open,
+	// open, rundll32).
+	OpenBrowser func(url string) error
+	// DisplayAvailable tells FlowAuto whether a browser can be shown; default: always on macOS
+	// and Windows, else when DISPLAY or WAYLAND_DISPLAY is set.
+	DisplayAvailable func() bool
 	// GitHubToken is the value of GITHUB_TOKEN; used as is when not empty.
 	GitHubToken string
 	// GH is the gh command, looked up on PATH; default "gh". "-" disables it.
@@ -85,6 +129,7 @@ type Config struct {
 type Plugin struct {
 	githubURL *url.URL
 	cfg       Config
+	uid       int // who must own the cache and lock files
 }
 
 // New validates cfg and fills in defaults. Errors name the field.
@@ -120,7 +165,27 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Plugin{githubURL: u, cfg: cfg}, nil
+	switch cfg.Flow {
+	case FlowAuto, FlowDevice, FlowBrowser:
+	default:
+		return nil, fmt.Errorf("Flow %q: want %q, %q or empty (automatic)", cfg.Flow, FlowDevice, FlowBrowser)
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = DefaultRecheck
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = DefaultLockTimeout
+	}
+	if cfg.LoginTimeout <= 0 {
+		cfg.LoginTimeout = DefaultLoginTimeout
+	}
+	if cfg.OpenBrowser == nil {
+		cfg.OpenBrowser = openBrowser
+	}
+	if cfg.DisplayAvailable == nil {
+		cfg.DisplayAvailable = displayAvailable
+	}
+	return &Plugin{githubURL: u, cfg: cfg, uid: os.Getuid()}, nil
 }
 
 // parseGitHubURL accepts an absolute https URL, or http on a loopback host, and drops a
@@ -158,9 +223,17 @@ func (p *Plugin) CachePath() string {
 	return cachePath(p.cfg.CacheDir, p.cfg.GitHubURL, p.cfg.ClientID)
 }
 
-// Token returns a GitHub token, trying GITHUB_TOKEN, `gh auth token`, the cache and then the
-// device flow. Errors are single lines a person can act on; they wrap ErrNoClientID,
-// ErrCorruptCache, ErrAccessDenied, ErrCodeExpired or ErrDeviceFlow. They never contain a token.
+// Token returns a GitHub token, trying GITHUB_TOKEN, `gh auth token`, the cache (refreshed
+// or rechecked when due) and then a login (browser or device flow).
+//
+// Concurrent runs for one user, GitHub and client id share one lock beside the cache file:
+// the first that finds no usable token logs in or refreshes while the others wait, then read
+// what it cached, so ten kubectl calls make one device code request and one refresh (a refresh
+// token works once; two refreshes would lose the new pair).
+//
+// Errors are single lines a person can act on; they wrap ErrNoClientID, ErrCorruptCache,
+// ErrUnsafeFile, ErrLockTimeout, ErrNoClientSecret, ErrBrowserFlow, ErrAccessDenied, ErrCodeExpired or
+// ErrDeviceFlow. They never contain a token.
 func (p *Plugin) Token(ctx context.Context) (Token, error) {
 	now := p.cfg.Now()
 	if v := strings.TrimSpace(p.cfg.GitHubToken); v != "" {
@@ -173,28 +246,85 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 		return Token{}, ErrNoClientID
 	}
 	path := p.CachePath()
-	c, err := readCache(path, p.ForgetCommand())
-	switch {
-	case err != nil:
-		return Token{}, err
-	case c != nil && c.usable(now):
-		return c.token(now, SourceCache), nil
-	}
-	tok, err := p.deviceFlow(ctx)
+	// Fast path, without the lock: a usable token checked recently enough.
+	c, err := readCache(path, p.ForgetCommand(), p.uid)
 	if err != nil {
 		return Token{}, err
 	}
-	if err := writeCache(path, cacheFile{
-		GitHubURL:   p.cfg.GitHubURL,
-		ClientID:    p.cfg.ClientID,
-		AccessToken: tok.AccessToken,
-		TokenType:   tok.TokenType,
-		Expiry:      tok.Expiry,
-	}); err != nil {
-		// The token is good; not caching it only means the next run asks again.
+	if c != nil && c.usable(now) && !c.recheckDue(now, p.cfg.Recheck) {
+		return c.token(now, SourceCache), nil
+	}
+	unlock, err := p.lock(ctx, path)
+	if err != nil {
+		return Token{}, err
+	}
+	defer unlock()
+	// Another run may have logged in, refreshed or rechecked while this one waited.
+	if c, err = readCache(path, p.ForgetCommand(), p.uid); err != nil {
+		return Token{}, err
+	}
+	return p.tokenLocked(ctx, path, c)
+}
+
+// tokenLocked decides, holding the lock, between the cached token, a recheck, a refresh and a
+// login, and caches what GitHub issues.
+func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (Token, error) {
+	now := p.cfg.Now()
+	if c != nil && c.usable(now) {
+		if !c.recheckDue(now, p.cfg.Recheck) {
+			return c.token(now, SourceCache), nil
+		}
+		refused, err := p.checkUser(ctx, c.AccessToken)
+		switch {
+		case err != nil:
+			// GitHub unreachable says nothing about the token: hand it out, check next time.
+			return c.token(now, SourceCache), nil
+		case !refused:
+			c.CheckedAt = now
+			p.save(path, *c)
+			return c.token(now, SourceCache), nil
+		}
+		fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed); logging in again\n")
+		c.AccessToken = ""
+	}
+	if c != nil && c.refreshable(now) {
+		tok, err := p.refresh(ctx, c.RefreshToken)
+		switch {
+		case err == nil:
+			p.save(path, p.toCache(tok, now))
+			return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceRefresh}, nil
+		case errors.Is(err, errBadRefreshToken):
+			fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used); logging in again\n")
+		default:
+			return Token{}, err
+		}
+	}
+	tok, src, err := p.login(ctx)
+	if err != nil {
+		return Token{}, err
+	}
+	p.save(path, p.toCache(tok, now))
+	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: src}, nil
+}
+
+// login runs the browser flow or the device flow, as Config.Flow says.
+func (p *Plugin) login(ctx context.Context) (*oauth2.Token, Source, error) {
+	browser := p.cfg.Flow == FlowBrowser ||
+		(p.cfg.Flow == FlowAuto && p.cfg.ClientSecret != "" && p.cfg.DisplayAvailable())
+	if browser {
+		tok, err := p.browserFlow(ctx)
+		return tok, SourceBrowser, err
+	}
+	tok, err := p.deviceFlow(ctx)
+	return tok, SourceDeviceFlow, err
+}
+
+// save caches c; a token that cannot be cached is still good, so a failure is a warning (the
+// next run logs in again).
+func (p *Plugin) save(path string, c cacheFile) {
+	if err := writeCache(path, c); err != nil {
 		fmt.Fprintf(p.cfg.Prompt, "octogate: warning: cannot cache the token: %v\n", err)
 	}
-	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceDeviceFlow}, nil
 }
 
 // Forget deletes the cached device-flow token (CachePath), so the next run starts a new

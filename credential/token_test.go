@@ -76,6 +76,9 @@ func newPlugin(t *testing.T, cfg Config) *Plugin {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(t.TempDir(), "octogate")
 	}
+	if cfg.LoginTimeout == 0 {
+		cfg.LoginTimeout = 20 * time.Second // a browser test that goes wrong fails, not hangs
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -384,10 +387,10 @@ func TestCache(t *testing.T) {
 		wantDevice bool // the device flow runs (the stand-in approves it)
 	}{
 		{name: "a token without expiry is reused for an hour at a time",
-			content:   `{"githubURL":"x","clientID":"y","accessToken":"` + secret + `"}`,
+			content:   `{"githubURL":"x","clientID":"y","accessToken":"` + secret + `","checkedAt":"2026-01-02T03:00:00Z"}`,
 			wantToken: secret, wantExpiry: now.Add(time.Hour)},
 		{name: "a token with a known expiry is reused until then",
-			content:   `{"accessToken":"` + secret + `","expiry":"2026-01-02T11:04:05Z"}`,
+			content:   `{"accessToken":"` + secret + `","expiry":"2026-01-02T11:04:05Z","checkedAt":"2026-01-02T03:00:00Z"}`,
 			wantToken: secret, wantExpiry: time.Date(2026, 1, 2, 11, 4, 5, 0, time.UTC)},
 		{name: "an expired token starts a new device flow",
 			content: `{"accessToken":"` + secret + `","expiry":"2026-01-02T03:04:30Z"}`, wantDevice: true},

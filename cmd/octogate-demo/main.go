@@ -101,6 +101,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		AuthnCacheTTL:      10 * time.Second,
 		TokenCacheTTL:      10 * time.Second,
 	}
+	var githubURL string // the stand-in's web URL, for the "login" context
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
 	if realGitHub {
@@ -125,6 +126,10 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		}
 		cfg.Orgs = []string{cluster.Org}
 		cfg.Policy = []byte(cluster.ExamplePolicy)
+		// A GitHub App with expiring tokens for the "login" context; the stand-in approves
+		// its device codes as alice after a few polls, as a person would.
+		gh.SetDeviceFlow(githubapi.DeviceFlow{ClientID: demoClientID, ApproveAs: "alice", PendingPolls: 3, GitHubApp: true})
+		githubURL = strings.TrimSuffix(gh.URL(), "/")
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 	}
 
@@ -157,6 +162,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 			{Name: "bob", Token: cluster.BobToken},
 			{Name: "carol", Token: cluster.CarolToken},
 			{Name: "dave", Token: cluster.DaveToken},
+			loginUser(binary, githubURL, cfg.GitHubCAFile, work),
 		}
 	}
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
@@ -178,6 +184,22 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 }
 
 func step(msg string) { fmt.Printf("==> %s\n", msg) }
+
+// demoClientID is the stand-in GitHub App the "login" context logs in with.
+const demoClientID = "Iv23.octogate-demo"
+
+// loginUser is the kubeconfig user of the "login" context: `octogate credential` against the
+// stand-in's GitHub App, with a token cache in the demo's work directory (removed on exit) and
+// no GITHUB_TOKEN from the caller's shell.
+func loginUser(binary, githubURL, caFile, work string) cluster.KubeconfigUser {
+	return cluster.KubeconfigUser{Name: "login", Exec: &clientcmdapi.ExecConfig{
+		APIVersion:      "client.authentication.k8s.io/v1",
+		Command:         binary,
+		Args:            []string{"credential", "--client-id", demoClientID, "--github-url", githubURL, "--github-ca-file", caFile, "--device"},
+		Env:             []clientcmdapi.ExecEnvVar{{Name: "XDG_CACHE_HOME", Value: filepath.Join(work, "login-cache")}, {Name: "GITHUB_TOKEN", Value: ""}},
+		InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
+	}}
+}
 
 func splitList(s string) []string {
 	var out []string
@@ -243,6 +265,11 @@ octogate is running. In another shell:
                                                   # denied by the validating webhook, even for a platform admin
   kubectl --context carol get namespaces          # error: You must be logged in (carol is not in acme)
   kubectl --context dave get namespaces           # same: dave's invitation to acme is still pending
+
+  kubectl --context login auth whoami             # octogate credential: a device code (the stand-in approves it as
+                                                  # alice after ~3 s); the 8-hour GitHub App token is cached and refreshed
+  for i in 1 2 3 4 5; do kubectl --context login get ns >/dev/null & done; wait   # no prompt: the cache serves all
+  # On a laptop with a browser, real GitHub: octogate credential --browser (see docs/login.md)
 `)
 	}
 	fmt.Printf(`

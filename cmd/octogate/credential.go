@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,32 +17,53 @@ import (
 const (
 	envGitHubToken   = "GITHUB_TOKEN"
 	envOAuthClientID = "OCTOGATE_OAUTH_CLIENT_ID"
+	envOAuthSecret   = "OCTOGATE_OAUTH_CLIENT_SECRET"
 	envGitHubURL     = "OCTOGATE_GITHUB_URL"
 	envGitHubCAFile  = "OCTOGATE_GITHUB_CA_FILE"
 	envExecInfo      = "KUBERNETES_EXEC_INFO"
 )
 
 func newCredentialCmd() *cobra.Command {
-	var clientID, githubURL, githubCAFile string
-	var forget bool
+	var clientID, clientSecret, githubURL, githubCAFile string
+	var forget, browser, device bool
+	var recheck time.Duration
 	cmd := &cobra.Command{
 		Use:   "credential",
 		Short: "kubectl exec credential plugin: prints an ExecCredential with a GitHub token",
 		Long: `credential is run by kubectl (see "octogate kubeconfig user"). It prints a
 client.authentication.k8s.io/v1 ExecCredential with a GitHub token taken from, in order:
-GITHUB_TOKEN, "gh auth token", the token cached by an earlier device flow, and a new GitHub
-OAuth device flow (its instructions go to stderr). The device-flow token is cached with mode
-0600 in the user cache directory; --forget deletes it (for a token GitHub has revoked).`,
+GITHUB_TOKEN, "gh auth token", the token cached by an earlier login (refreshed when it is a
+GitHub App token about to expire), and a new login: the browser flow when a display is
+available and the app's client secret is set (or with --browser), else the GitHub device flow
+(--device forces it). Instructions go to stderr. The token is cached with mode 0600 in the user
+cache directory, beside a lock file that makes concurrent runs share one login; a cached token
+that GitHub last accepted more than --recheck ago is checked with GET /user and dropped when
+GitHub refuses it. --forget deletes the cached token.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, err := credential.ParseExecInfo(os.Getenv(envExecInfo))
 			if err != nil {
 				return oneLine(err)
 			}
+			var flow credential.Flow
+			switch {
+			case browser && device:
+				return errors.New("--browser and --device: choose one")
+			case browser:
+				flow = credential.FlowBrowser
+			case device:
+				flow = credential.FlowDevice
+			}
+			if recheck == 0 {
+				recheck = -1 // --recheck 0: never
+			}
 			p, err := credential.New(credential.Config{
 				GitHubURL:    firstSet(githubURL, os.Getenv(envGitHubURL)),
 				GitHubCAFile: firstSet(githubCAFile, os.Getenv(envGitHubCAFile)),
 				ClientID:     firstSet(clientID, os.Getenv(envOAuthClientID)),
+				ClientSecret: firstSet(clientSecret, os.Getenv(envOAuthSecret)),
+				Flow:         flow,
+				Recheck:      recheck,
 				GitHubToken:  os.Getenv(envGitHubToken),
 				Prompt:       cmd.ErrOrStderr(),
 			})
@@ -70,7 +93,11 @@ OAuth device flow (its instructions go to stderr). The device-flow token is cach
 	f.StringVar(&clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
 	f.StringVar(&githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
 	f.StringVar(&githubCAFile, "github-ca-file", "", "extra PEM CA bundle for a GitHub Enterprise with a private CA (default $"+envGitHubCAFile+")")
-	f.BoolVar(&forget, "forget", false, "delete the cached device-flow token and exit")
+	f.StringVar(&clientSecret, "client-secret", "", "the GitHub app's client secret, needed by the browser flow (default $"+envOAuthSecret+")")
+	f.BoolVar(&browser, "browser", false, "log in through the browser (authorization code with PKCE on a 127.0.0.1 redirect)")
+	f.BoolVar(&device, "device", false, "log in through the device flow even when a browser is available")
+	f.DurationVar(&recheck, "recheck", credential.DefaultRecheck, "check a cached token GitHub last accepted longer ago than this with GET /user, and drop it on 401 (0: never)")
+	f.BoolVar(&forget, "forget", false, "delete the cached token and exit")
 	return cmd
 }
 
@@ -95,6 +122,9 @@ func newKubeconfigUserCmd() *cobra.Command {
 			if k.GitHubURL == "" {
 				k.GitHubURL = os.Getenv(envGitHubURL)
 			}
+			if k.ClientSecret == "" {
+				k.ClientSecret = os.Getenv(envOAuthSecret)
+			}
 			if k.Command == "" {
 				if k.Command, err = executable(); err != nil {
 					return fmt.Errorf("--command: cannot find this binary's path (%w); pass --command", err)
@@ -116,6 +146,7 @@ func newKubeconfigUserCmd() *cobra.Command {
 	f.StringVar(&k.Context, "context", "", "context name, set as current (default the cluster name)")
 	f.StringVar(&k.ClientID, "client-id", "", "GitHub OAuth app client id passed to the plugin (default $"+envOAuthClientID+")")
 	f.StringVar(&k.GitHubURL, "github-url", "", "GitHub web URL passed to the plugin (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
+	f.StringVar(&k.ClientSecret, "client-secret", "", "the GitHub app's client secret passed to the plugin, for the browser flow; readable by everyone with the kubeconfig (default $"+envOAuthSecret+")")
 	f.StringVar(&k.GitHubCAFile, "github-ca-file", "", "absolute path of a PEM CA bundle for GitHub Enterprise, passed to the plugin")
 	f.StringVar(&k.Command, "command", "", "absolute path of the octogate binary kubectl runs (default this binary)")
 	_ = cmd.MarkFlagRequired("server")

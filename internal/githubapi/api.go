@@ -37,6 +37,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("POST /login/device/code", s.deviceCode)
 	mux.HandleFunc("POST /login/oauth/access_token", s.accessToken)
+	mux.HandleFunc("GET /login/oauth/authorize", s.authorize)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docsRest)
 	})
@@ -82,6 +83,9 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 		}
 		t := s.tokens[tok]
 		var u *user
+		if t != nil && !t.expires.IsZero() && !time.Now().Before(t.expires) {
+			t = nil // an expired GitHub App user access token: 401 Bad credentials
+		}
 		if t != nil {
 			u = s.users[strings.ToLower(t.login)]
 		}

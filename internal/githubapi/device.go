@@ -161,7 +161,16 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 		fail("incorrect_client_credentials", "The client_id and/or client_secret passed are incorrect.")
 		return
 	}
-	if r.PostForm.Get("grant_type") != "urn:ietf:params:oauth:grant-type:device_code" {
+	grant := r.PostForm.Get("grant_type")
+	s.grants[grant]++
+	switch {
+	case grant == grantRefreshToken:
+		s.refreshGrantLocked(w, r, d)
+		return
+	case (grant == "" || grant == grantAuthorizationCode) && r.PostForm.Get("code") != "":
+		s.codeGrantLocked(w, r, d)
+		return
+	case grant != grantDeviceCode:
 		fail("unsupported_grant_type", "The grant type must be urn:ietf:params:oauth:grant-type:device_code.")
 		return
 	}
@@ -193,15 +202,8 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 		fail("access_denied", "The user no longer exists.")
 		return
 	}
-	tok := "gho_" + randomHex(18)
-	s.tokens[tok] = &token{login: c.login, sso: map[string]bool{}}
 	c.issued = true
-	scope := strings.Join(strings.Fields(strings.ReplaceAll(c.scope, ",", " ")), ",")
-	writeOAuth(w, r, http.StatusOK, url.Values{
-		"access_token": {tok},
-		"token_type":   {"bearer"},
-		"scope":        {scope},
-	})
+	writeOAuth(w, r, http.StatusOK, s.issueLocked(d, c.login, c.scope))
 }
 
 func (s *Server) count(endpoint string) {
@@ -228,7 +230,7 @@ func writeOAuth(w http.ResponseWriter, r *http.Request, status int, v url.Values
 		m := make(map[string]any, len(v))
 		for k := range v {
 			val := v.Get(k)
-			if n, err := strconv.Atoi(val); err == nil && (k == "expires_in" || k == "interval") {
+			if n, err := strconv.Atoi(val); err == nil && (k == "expires_in" || k == "interval" || k == "refresh_token_expires_in") {
 				m[k] = n
 				continue
 			}

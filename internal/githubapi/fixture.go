@@ -60,6 +60,8 @@ type DeviceFlow struct {
 	ClientID string `json:"clientID,omitempty"`
 	// ApproveAs is the login a device code is approved for automatically after PendingPolls
 	// polls answered authorization_pending. Empty: codes wait for ApproveDevice or DenyDevice.
+	// It is also the signed-in user who authorizes the web application flow at once; empty,
+	// GET /login/oauth/authorize redirects back with error=access_denied.
 	ApproveAs    string `json:"approveAs,omitempty"`
 	PendingPolls int    `json:"pendingPolls,omitempty"`
 	// Interval is the minimum polling interval in seconds told to the client (GitHub: 5).
@@ -69,6 +71,27 @@ type DeviceFlow struct {
 	ExpiresIn int `json:"expiresIn,omitempty"`
 	// SlowDownOnce answers the first poll of every code with slow_down.
 	SlowDownOnce bool `json:"slowDownOnce,omitempty"`
+
+	// GitHubApp makes the app a GitHub App with expiring user access tokens (the default for
+	// a new GitHub App): tokens start with ghu_, expire after TokenExpiresIn and come with a
+	// single-use refresh token (ghr_) that lives RefreshTokenExpiresIn; using it rotates both.
+	// False: an OAuth app, whose gho_ tokens do not expire and come without a refresh token.
+	// Source: https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
+	GitHubApp bool `json:"githubApp,omitempty"`
+	// TokenExpiresIn is a GitHub App user access token's lifetime in seconds. Zero means
+	// GitHub's 28800 (8 hours).
+	TokenExpiresIn int `json:"tokenExpiresIn,omitempty"`
+	// RefreshTokenExpiresIn is a refresh token's lifetime in seconds. Zero means GitHub's
+	// 15897600 (6 months).
+	RefreshTokenExpiresIn int `json:"refreshTokenExpiresIn,omitempty"`
+	// ClientSecret, when set, must be sent with the web application flow's code exchange
+	// (GitHub requires it there) and, when sent, with a refresh. A device-flow client sends
+	// none. Source: https://docs.github.com/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#2-users-are-redirected-back-to-your-site-by-github
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// CallbackURL is the app's registered callback URL for the web application flow. Empty
+	// means http://127.0.0.1/callback. For a loopback callback, GitHub accepts a redirect_uri
+	// on any port. Source: https://docs.github.com/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#loopback-redirect-urls
+	CallbackURL string `json:"callbackURL,omitempty"`
 }
 
 // LoadFixture reads a Fixture from a YAML or JSON file and checks it.

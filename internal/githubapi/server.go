@@ -33,6 +33,9 @@ type Server struct {
 	tokenCalls map[string]int       // by token
 	device     *DeviceFlow
 	codes      map[string]*deviceCode // by device code
+	refreshes  map[string]*refreshToken
+	authCodes  map[string]*authCode // web application flow codes
+	grants     map[string]int       // token endpoint requests by grant_type
 
 	// lifecycle, guarded by mu
 	hts      *httptest.Server
@@ -52,8 +55,9 @@ type user struct {
 }
 
 type token struct {
-	login string
-	sso   map[string]bool // lowercased orgs whose SAML SSO authorized this token
+	login   string
+	sso     map[string]bool // lowercased orgs whose SAML SSO authorized this token
+	expires time.Time       // zero: never (OAuth app tokens, fixture tokens)
 }
 
 type org struct {
@@ -98,6 +102,9 @@ func newServer() *Server {
 		calls:      map[string]int{},
 		tokenCalls: map[string]int{},
 		codes:      map[string]*deviceCode{},
+		refreshes:  map[string]*refreshToken{},
+		authCodes:  map[string]*authCode{},
+		grants:     map[string]int{},
 		stopping:   make(chan struct{}),
 	}
 }
@@ -429,6 +436,7 @@ func (s *Server) ResetCalls() {
 	defer s.mu.Unlock()
 	s.calls = map[string]int{}
 	s.tokenCalls = map[string]int{}
+	s.grants = map[string]int{}
 }
 
 func (s *Server) orgLocked(login string) *org {
