@@ -19,6 +19,28 @@ const (
 	kindTokenReview   = "TokenReview"
 )
 
+// Size bounds of a TokenReview. A token longer than any GitHub or OIDC token can be is refused
+// before it is hashed, cached or sent anywhere, and the /authenticate body limit is sized for
+// a review carrying at most such a token, so that a flood of huge tokens (which needs no
+// credential) costs the server at most MaxReviewBytes per request instead of 1 MiB and copies.
+const (
+	// MaxTokenBytes is the longest token accepted (8 KiB). GitHub asks integrators to plan
+	// for tokens of up to 255 characters
+	// (https://github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available/;
+	// formats: https://docs.github.com/authentication/keeping-your-account-and-data-secure/about-authentication-to-github#githubs-token-formats),
+	// its newer stateless installation tokens are about 520, and a GitHub Actions OIDC token
+	// (a signed JWT, https://docs.github.com/actions/concepts/security/openid-connect) is
+	// 1-2 KiB: 8 KiB leaves room for all of them growing.
+	MaxTokenBytes = 8 << 10
+	// MaxReviewBytes is the /authenticate body limit (16 KiB): a TokenReview with a token of
+	// MaxTokenBytes, its audiences and metadata, with room to spare. Larger bodies are
+	// answered 413 (webhooks.WithMaxBodyBytes on the route; the handler checks it too).
+	MaxReviewBytes = 16 << 10
+)
+
+// errTokenTooLong is the status.error of a review whose token exceeds MaxTokenBytes.
+var errTokenTooLong = refused("token longer than %d bytes: not a GitHub token", MaxTokenBytes)
+
 // Handler serves POST /authenticate (an http.Handler).
 type Handler struct {
 	lookup Lookup
@@ -136,13 +158,25 @@ func decide(apiVersion string, id Identity, err error) (answer, int, webhooks.Ou
 	}
 }
 
+// MaxBodyBytes is the body limit the /authenticate route should have (MaxReviewBytes); the
+// webhook server applies it before the handler runs.
+func (h *Handler) MaxBodyBytes() int64 { return MaxReviewBytes }
+
 // ServeHTTP decodes the TokenReview, looks the token up and answers in the same apiVersion.
-// A body that is not a TokenReview v1/v1beta1 with a token gets 400 {"error": ...}.
+// A body that is not a TokenReview v1/v1beta1 with a token gets 400 {"error": ...}; a body
+// above MaxReviewBytes gets 413; a token above MaxTokenBytes is answered authenticated:false
+// without being looked up.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "reading body failed"})
 		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")
+		return
+	}
+	if len(body) > MaxReviewBytes {
+		// Behind the webhook server the route's limit has refused it already.
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "request body too large"})
+		webhooks.WriteError(w, http.StatusRequestEntityTooLarge, "request body larger than 16 KiB")
 		return
 	}
 	rv, err := decodeReview(body)
@@ -151,7 +185,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	id, err := h.lookup.Lookup(r.Context(), rv.Spec.Token)
+	var id Identity
+	if len(rv.Spec.Token) > MaxTokenBytes {
+		err = errTokenTooLong
+	} else {
+		id, err = h.lookup.Lookup(r.Context(), rv.Spec.Token)
+	}
 	a, status, outcome := decide(rv.APIVersion, id, err)
 	webhooks.Record(r.Context(), outcome)
 

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,6 +25,36 @@ type route struct {
 	// inflight is this webhook's own budget of MaxInflight slots, so that one webhook whose
 	// requests wait (authenticate on a slow GitHub) cannot take the others' slots.
 	inflight chan struct{}
+	// maxBody is this route's body limit in bytes (MaxBodyBytes unless WithMaxBodyBytes).
+	maxBody int64
+	// tooLarge is the message of the route's 413 answer.
+	tooLarge string
+}
+
+// RouteOption changes one route mounted with Server.Handle.
+type RouteOption func(*route)
+
+// WithMaxBodyBytes sets the route's body limit to n bytes (n > 0) instead of MaxBodyBytes:
+// a body declared (Content-Length) or found (chunked) larger is answered 413 before any of it
+// is kept and before the handler runs. A webhook whose review is small (a TokenReview is a
+// token and a few fields) sets a limit sized for it, so that a flood of large bodies costs
+// the server no more than that per request.
+func WithMaxBodyBytes(n int64) RouteOption {
+	if n <= 0 {
+		panic(fmt.Sprintf("webhooks: WithMaxBodyBytes(%d): want a positive size", n))
+	}
+	return func(rt *route) { rt.maxBody = n }
+}
+
+// bodyLimitText is a limit in the words of a 413 answer: "1 MiB", "16 KiB", else bytes.
+func bodyLimitText(n int64) string {
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // request holds the per-request wrappers, allocated once per request.
@@ -32,7 +63,7 @@ type request struct {
 	body bodyReader
 }
 
-var errTooLarge = errors.New("request body larger than 1 MiB")
+var errTooLarge = errors.New("request body too large")
 
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -68,10 +99,12 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The body is read before taking an in-flight slot: a client trickling its body in
 	// must not hold a slot that a prompt request could use. Memory per connection is still
 	// bounded by MaxBodyBytes and the server's read timeout.
-	body, err := readBody(r)
+	body, err := readBody(r, rt.maxBody)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			WriteError(&req.rw, http.StatusRequestEntityTooLarge, errTooLarge.Error())
+			// Not reading the rest: net/http closes the connection after this answer rather
+			// than drain a body this large.
+			WriteError(&req.rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
 		} else {
 			WriteError(&req.rw, http.StatusBadRequest, "reading request body: "+err.Error())
 		}
@@ -121,10 +154,10 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start tim
 	)
 }
 
-// readBody reads the whole body, up to MaxBodyBytes. A declared Content-Length above the
+// readBody reads the whole body, up to limit bytes. A declared Content-Length above the
 // limit is refused without reading; a chunked body is read until it passes the limit.
-func readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength > MaxBodyBytes {
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
 	if r.ContentLength >= 0 {
@@ -134,11 +167,11 @@ func readBody(r *http.Request) ([]byte, error) {
 		}
 		return buf, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(buf) > MaxBodyBytes {
+	if int64(len(buf)) > limit {
 		return nil, errTooLarge
 	}
 	return buf, nil

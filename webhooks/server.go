@@ -26,8 +26,9 @@ const (
 	// DefaultShutdownTimeout bounds how long Run waits for in-flight requests after its
 	// context is cancelled: under Kubernetes' default 30 s termination grace period.
 	DefaultShutdownTimeout = 25 * time.Second
-	// MaxBodyBytes is the largest request body a webhook route accepts (1 MiB); larger
-	// bodies are answered 413 without calling the handler.
+	// MaxBodyBytes is the largest request body a webhook route accepts (1 MiB) unless the
+	// route sets its own (WithMaxBodyBytes); larger bodies are answered 413 without calling
+	// the handler.
 	MaxBodyBytes = 1 << 20
 
 	// The connection timeouts keep slow or idle clients (slowloris) from holding resources:
@@ -183,20 +184,28 @@ func New(cfg Config) (*Server, error) {
 // Handle mounts h at path for POST only, behind the client-certificate check, the body limit
 // and the in-flight limit, with the request log and metrics labelled webhook=<webhook>.
 // Call it before Run; it panics afterwards or with an empty webhook name (programming errors).
-func (s *Server) Handle(path, webhook string, h http.Handler) {
+//
+// Options change the route: WithMaxBodyBytes sets its own body limit.
+func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOption) {
 	if s.started.Load() {
 		panic("webhooks: Handle called after Run")
 	}
 	if webhook == "" || !strings.HasPrefix(path, "/") {
 		panic(fmt.Sprintf("webhooks: Handle(%q, %q): want a path starting with / and a webhook name", path, webhook))
 	}
-	s.router.Method(http.MethodPost, path, &route{
+	rt := &route{
 		s:        s,
 		webhook:  webhook,
 		next:     h,
 		duration: s.metrics.duration.WithLabelValues(webhook),
 		inflight: make(chan struct{}, s.cfg.MaxInflight),
-	})
+		maxBody:  MaxBodyBytes,
+	}
+	for _, o := range opts {
+		o(rt)
+	}
+	rt.tooLarge = "request body larger than " + bodyLimitText(rt.maxBody)
+	s.router.Method(http.MethodPost, path, rt)
 	s.allow[path] = http.MethodPost
 }
 

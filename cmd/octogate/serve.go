@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	server.Handle("/authenticate", "authenticate", authn)
+	server.Handle("/authenticate", "authenticate", authn, webhooks.WithMaxBodyBytes(authn.MaxBodyBytes()))
 	server.Handle("/authorize", "authorize", authz)
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)

@@ -211,3 +211,22 @@ plugins:
 --admission-control-config-file={{ .Values.kubeAPIServer.configDir }}/admission-config.yaml
 {{- end }}
 {{- end }}
+
+{{/* GOMEMLIMIT in bytes: 90% of resources.limits.memory, so that the Go runtime collects
+garbage harder as the container nears its limit instead of being OOM-killed; the rest is
+room for memory the Go runtime does not count. Empty without a memory limit. Quantities
+are Kubernetes' (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/):
+a number with an optional Ki, Mi, Gi, Ti, k, M, G or T suffix. */}}
+{{- define "octogate.goMemLimit" -}}
+{{- $mem := "" }}
+{{- with .Values.resources }}{{ with .limits }}{{ with .memory }}{{ $mem = toString . }}{{ end }}{{ end }}{{ end }}
+{{- if $mem }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $mem }}
+{{- $unit := trimPrefix $num $mem }}
+{{- $mult := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 }}
+{{- if or (not $num) (not (hasKey $mult $unit)) }}
+{{- fail (printf "resources.limits.memory %q: want a quantity such as 256Mi or 1Gi (suffix Ki, Mi, Gi, Ti, k, M, G or T)" $mem) }}
+{{- end }}
+{{- printf "%.0f" (floor (mulf (float64 $num) (get $mult $unit) 0.9)) }}
+{{- end }}
+{{- end }}
