@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,7 +22,8 @@ import (
 // Config configures New. Zero durations and sizes take the DESIGN.md defaults.
 type Config struct {
 	// GitHubAPIURL is the REST base: https://api.github.com/ (default) or a GitHub Enterprise
-	// Server https://HOST/api/v3/ ("/api/v3/" is added when missing and the host is not api.*).
+	// Server https://HOST/api/v3/; APIBase gives the rules (https only, except on loopback;
+	// "/api/v3/" appended only to the bare root of a host not named api.*).
 	GitHubAPIURL string
 	// GitHubCAFile is a PEM bundle trusted for GitHubAPIURL in addition to the system roots.
 	GitHubCAFile string
@@ -31,7 +33,7 @@ type Config struct {
 	// Timeout bounds each GitHub call (default 5s).
 	Timeout time.Duration
 	// UsernamePrefix prefixes usernames and groups. Empty means the default "github:"; "-"
-	// means no prefix.
+	// means no prefix. It must not start with SystemPrefix ("system:").
 	UsernamePrefix string
 	// UsernameFormat is how a username is built from the GitHub account (default
 	// UsernameFormatLoginID): see UsernameFormatLoginID, UsernameFormatLogin, UsernameFormatID.
@@ -71,6 +73,15 @@ const (
 	// StaleFor is the longest an identity is served, past CacheTTL, while GitHub is unavailable.
 	StaleFor = 10 * time.Minute
 )
+
+// SystemPrefix starts the usernames and groups Kubernetes reserves for itself
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-subjects); members
+// of system:masters bypass every authorizer. kube-apiserver's AuthenticationConfiguration
+// refuses claim mappings that would produce such names
+// (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#using-authentication-configuration),
+// and so does octogate: a UsernamePrefix starting with it is a configuration error, and a
+// GitHub account whose username or groups would still start with it is refused.
+const SystemPrefix = "system:"
 
 // Username formats (OCTOGATE_USERNAME_FORMAT). GitHub frees a login when its account is
 // renamed or deleted, and anyone may then register it
@@ -135,7 +146,7 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 	if raw == "" {
 		raw = DefaultGitHubAPIURL
 	}
-	base, err := apiBase(raw)
+	base, err := APIBase(raw)
 	if err != nil {
 		return nil, fmt.Errorf("tokenreview: GitHubAPIURL %q: %w", raw, err)
 	}
@@ -180,6 +191,9 @@ func newRules(cfg Config) (identityRules, error) {
 	case "-":
 		r.prefix = ""
 	}
+	if strings.HasPrefix(r.prefix, SystemPrefix) {
+		return r, fmt.Errorf("tokenreview: UsernamePrefix %q: must not start with %q, which Kubernetes reserves for its own users and groups (system:masters is cluster-admin)", r.prefix, SystemPrefix)
+	}
 	var named []string
 	for _, o := range cfg.Orgs {
 		o = strings.TrimSpace(o)
@@ -205,26 +219,60 @@ func newRules(cfg Config) (identityRules, error) {
 	return r, nil
 }
 
-// apiBase normalises a REST base URL the way go-github's WithEnterpriseURLs does.
-func apiBase(raw string) (*url.URL, error) {
+// APIBase turns OCTOGATE_GITHUB_API_URL into the REST base octogate calls, ending in "/":
+//
+//   - The scheme is https; http is accepted only on a loopback host (localhost, 127.0.0.0/8,
+//     ::1: tests, the demo), since every user's token travels in the Authorization header.
+//   - A URL with a path other than "/" is used as given: https://HOST/api/v3/ for GitHub
+//     Enterprise Server, or a proxy's path such as https://proxy.example.com/github/.
+//   - A URL at the root of api.github.com, or of a host named api.* or *.api.* (GHE.com's
+//     https://api.SUBDOMAIN.ghe.com/), is used as given.
+//   - A URL at the root of any other host is a GitHub Enterprise Server host, whose REST API
+//     is served under /api/v3 (https://docs.github.com/enterprise-server@latest/rest/quickstart):
+//     "api/v3/" is appended, as go-github's WithEnterpriseURLs does. A REST API served at
+//     the root of such a host (a proxy mounted at "/") is named with an explicit "/." path:
+//     https://proxy.example.com/./ is used as https://proxy.example.com/.
+//
+// Errors say what is expected; they do not name the variable.
+func APIBase(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
 	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, errors.New("want an http(s) URL such as https://api.github.com/ or https://HOST/api/v3/")
+		return nil, errors.New("want an https URL such as https://api.github.com/ or https://HOST/api/v3/")
 	}
-	if u.Host == "api.github.com" {
-		if !strings.HasSuffix(u.Path, "/") {
-			u.Path += "/"
-		}
-		return u, nil
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return nil, errors.New("http would send every user's GitHub token in clear text: use https (http is accepted only on a loopback host)")
 	}
-	c, err := newGitHubClient(http.DefaultClient, nil).WithEnterpriseURLs(u.String(), u.String())
-	if err != nil {
-		return nil, err
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, errors.New("want a URL without user info, query or fragment")
 	}
-	return c.BaseURL, nil
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case u.Path == "/." || u.Path == "/./":
+		u.Path = "/" // explicitly the root: nothing appended
+	case u.Path != "" && u.Path != "/":
+		// An explicit path: as given.
+	case host == "api.github.com" || strings.HasPrefix(host, "api.") || strings.Contains(host, ".api."):
+		u.Path = "/"
+	default:
+		u.Path = "/api/v3/"
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	u.RawPath = ""
+	return u, nil
+}
+
+// isLoopback reports whether host is localhost or a loopback IP address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func caPool(path string) (*x509.CertPool, error) {

@@ -151,12 +151,31 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 		groups = append(groups, r.prefix+o)
 	}
 	groups = append(groups, teams...)
+	username := r.username(u.login, u.id)
+	// With no prefix (or one such as "sys"), a login and the ":" of the login:id format could
+	// still spell a reserved name ("system" + ":1001"): refuse rather than mint it.
+	if reserved := reservedName(username, groups); reserved != "" {
+		return Identity{}, refused("GitHub user %s would be %q, in the %q namespace Kubernetes reserves: refused (change OCTOGATE_USERNAME_PREFIX)", u.login, reserved, SystemPrefix)
+	}
 	return Identity{
-		Username: r.username(u.login, u.id),
+		Username: username,
 		UID:      strconv.FormatInt(u.id, 10),
 		Groups:   groups,
 		Extra:    map[string][]string{ExtraLogin: {u.login}},
 	}, nil
+}
+
+// reservedName is the first of username and groups that starts with SystemPrefix, or "".
+func reservedName(username string, groups []string) string {
+	if strings.HasPrefix(username, SystemPrefix) {
+		return username
+	}
+	for _, g := range groups {
+		if strings.HasPrefix(g, SystemPrefix) {
+			return g
+		}
+	}
+	return ""
 }
 
 // username is the Kubernetes username of GitHub account id with login, by r.format.

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,6 +149,12 @@ func (c serveConfig) validate() error {
 	bad := func(name, value, expected string) error {
 		return fmt.Errorf("%s=%q: expected %s", name, value, expected)
 	}
+	if err := checkListen(c.Listen); err != nil {
+		return bad("OCTOGATE_LISTEN", c.Listen, err.Error())
+	}
+	if _, err := tokenreview.APIBase(c.GitHubAPIURL); err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_API_URL=%q: %v", c.GitHubAPIURL, err)
+	}
 	switch {
 	case len(c.GitHubOrgs) == 0:
 		return bad("OCTOGATE_GITHUB_ORGS", strings.Join(c.GitHubOrgs, ","), `a comma list of GitHub orgs (or "*" for any GitHub user); it is required`)
@@ -166,6 +174,8 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_SHUTDOWN_DELAY", c.ShutdownDelay.String(), "a duration of 0 or more")
 	case c.ShutdownTimeout <= 0:
 		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+	case strings.HasPrefix(c.UsernamePrefix, tokenreview.SystemPrefix):
+		return bad("OCTOGATE_USERNAME_PREFIX", c.UsernamePrefix, `a prefix that does not start with "system:" (Kubernetes reserves it; system:masters is cluster-admin)`)
 	case !slices.Contains(tokenreview.UsernameFormats, c.UsernameFormat):
 		return bad("OCTOGATE_USERNAME_FORMAT", c.UsernameFormat, "one of "+strings.Join(tokenreview.UsernameFormats, ", "))
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -174,6 +184,41 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}
 	return nil
+}
+
+// checkListen says what is wrong with a listen address, in the words of an expectation:
+// host:port (host optional: ":8443" listens on every address) with a port of 0 to 65535.
+func checkListen(addr string) error {
+	const want = `host:port with a port from 0 to 65535, such as ":8443" or "127.0.0.1:8443"`
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(want)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || (n == 0 && port != "0") {
+		return errors.New(want)
+	}
+	if strings.ContainsAny(host, " /") {
+		return errors.New(want)
+	}
+	return nil
+}
+
+// maxTokenCacheTTL is kube-apiserver's default --authentication-token-webhook-cache-ttl
+// (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/): the
+// apiserver already keeps a review that long, so a longer OCTOGATE_TOKEN_CACHE_TTL only delays
+// noticing a revoked token or a left organization.
+const maxTokenCacheTTL = 2 * time.Minute
+
+// warnings are the values that are valid but probably not meant, one line each, naming the
+// variable; serve logs them at start.
+func (c serveConfig) warnings() []string {
+	var w []string
+	if c.TokenCacheTTL > maxTokenCacheTTL {
+		w = append(w, fmt.Sprintf("OCTOGATE_TOKEN_CACHE_TTL=%q is above kube-apiserver's default token webhook cache TTL (%v): a revoked token or a user who left the organization keeps access for up to the sum of both; keep it below %v",
+			c.TokenCacheTTL.String(), maxTokenCacheTTL, maxTokenCacheTTL))
+	}
+	return w
 }
 
 // newLogger builds the process logger in the configured format, on stderr.

@@ -52,6 +52,13 @@ of the same name that overrides it.`,
 // serve wires the components from cfg and runs them until ctx is done or one fails.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	registry := ctrlmetrics.Registry
+	for _, w := range cfg.warnings() {
+		log.Warn(w)
+	}
+	if base, err := tokenreview.APIBase(cfg.GitHubAPIURL); err == nil {
+		// Says which REST base the URL resolved to: "api/v3/" may have been appended.
+		log.Info("GitHub REST API", "base", base.String(), "configured", cfg.GitHubAPIURL)
+	}
 	// controller-runtime pieces (certwatcher, the manager) log through logr.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
