@@ -38,7 +38,7 @@ func TestUsernamePrefixInTheSystemNamespaceIsRefused(t *testing.T) {
 func TestIdentityInTheSystemNamespaceIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, prefix, format, login string
-		wantRefused             bool
+		wantRefused                 bool
 	}{
 		{"no prefix, login system, login:id", "-", UsernameFormatLoginID, "system", true},
 		{"prefix sys, login tem, login:id", "sys", UsernameFormatLoginID, "tem", true},
