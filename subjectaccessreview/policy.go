@@ -146,6 +146,11 @@ func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: "empty document: expected an " + PolicyKind}}}
 	}
+	// sigs.k8s.io/yaml reads the first YAML document only: a second one (a Deny rule after
+	// "---") would be dropped without a word.
+	if problem := extraDocuments(data); problem != nil {
+		return nil, &InvalidPolicyError{Problems: []FieldError{*problem}}
+	}
 	var generic any
 	if err := yaml.Unmarshal(data, &generic); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", yamlError{err})
@@ -165,6 +170,34 @@ func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
 		return nil, &InvalidPolicyError{Problems: []FieldError{{Detail: yamlError{err}.Error()}}}
 	}
 	return doc, nil
+}
+
+// extraDocuments reports a file holding more than one non-empty YAML document (separated by
+// "---"), naming the line where the second starts, or nil. A YAML syntax error is left to the
+// decoder that follows, which says it better.
+func extraDocuments(data []byte) *FieldError {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var docs, secondLine int
+	for {
+		var n yamlv3.Node
+		if err := dec.Decode(&n); err != nil {
+			break // io.EOF, or a syntax error for the decoder that follows
+		}
+		if n.Kind == yamlv3.DocumentNode && len(n.Content) == 1 && n.Content[0].Tag == "!!null" {
+			continue // "---" with nothing after it
+		}
+		docs++
+		if docs == 2 {
+			secondLine = n.Line
+			if len(n.Content) > 0 {
+				secondLine = n.Content[0].Line
+			}
+		}
+	}
+	if docs < 2 {
+		return nil
+	}
+	return &FieldError{Detail: fmt.Sprintf("the file holds %d YAML documents (the second starts at line %d): a policy file is one %s; put every rule in its rules list", docs, secondLine, PolicyKind)}
 }
 
 // yamlError is a YAML decoding error told on one line: sigs.k8s.io/yaml's prefixes are

@@ -81,8 +81,8 @@ Exit codes: 0 Allow, 1 Deny, 2 NoOpinion (the next authorizer, normally RBAC, de
 	f.StringVar(&o.resource, "resource", "", "resource, e.g. pods, or resource/subresource, e.g. pods/log (makes a resource request)")
 	f.StringVar(&o.subresource, "subresource", "", "subresource, e.g. log")
 	f.StringVar(&o.apiGroup, "api-group", "", `API group; empty is the core group ""`)
-	f.StringVar(&o.namespace, "namespace", "", "namespace; empty is cluster scope")
-	f.StringVar(&o.name, "name", "", "object name; empty for list, watch, create")
+	f.StringVar(&o.namespace, "namespace", "", "namespace; empty is cluster scope (for --resource namespaces with --name X, kube-apiserver's namespace is X and is set for you)")
+	f.StringVar(&o.name, "name", "", "object name; empty for list, watch, create (kube-apiserver sends none for them)")
 	f.StringVar(&o.path, "path", "", "non-resource URL path, e.g. /healthz (makes a non-resource request)")
 	return cmd
 }
@@ -181,13 +181,44 @@ func (o *policyCheckOptions) attributes(cmd *cobra.Command) (*subjectaccessrevie
 			return nil, true, err
 		}
 	}
+	namespace, err := apiserverNamespace(resource, subresource, o.verb, o.namespace, o.name)
+	if err != nil {
+		return nil, true, err
+	}
 	a.ResourceRequest = true
 	a.Resource = resource
 	a.Subresource = subresource
 	a.APIGroup = o.apiGroup
-	a.Namespace = o.namespace
+	a.Namespace = namespace
 	a.Name = o.name
 	return a, true, nil
+}
+
+// apiserverNamespace is the namespace kube-apiserver puts in the SubjectAccessReview of a
+// request, refusing flag combinations no real request has. kube-apiserver takes the
+// attributes from the URL (k8s.io/apiserver/pkg/endpoints/request RequestInfoFactory,
+// https://kubernetes.io/docs/reference/access-authn-authz/authorization/#review-your-request-attributes):
+//
+//   - /api/v1/namespaces/X[/status|/finalize] names the Namespace object X, and its namespace
+//     attribute is X too: a rule's `namespaces` globs match the Namespace object itself.
+//   - A create (POST to the collection) has no name in the URL, so the review has none.
+func apiserverNamespace(resource, subresource, verb, namespace, name string) (string, error) {
+	if name != "" && subresource == "" && (verb == "create" || verb == "list" || verb == "watch" || verb == "deletecollection") {
+		return "", usageError("--name %q with --verb %s: kube-apiserver sends no name for %s (it is not in the URL); drop --name", name, verb, verb)
+	}
+	if resource != "namespaces" {
+		return namespace, nil
+	}
+	if name == "" {
+		if namespace != "" {
+			return "", usageError("--namespace %q with --resource namespaces and no --name: kube-apiserver sends no namespace for the namespaces collection; drop --namespace", namespace)
+		}
+		return "", nil
+	}
+	if namespace != "" && namespace != name {
+		return "", usageError("--namespace %q with --resource namespaces --name %q: kube-apiserver sends the Namespace object's name as its namespace (%q); drop --namespace", namespace, name, name)
+	}
+	return name, nil
 }
 
 // lowercase refuses a flag value with upper-case letters: kube-apiserver sends verbs,
