@@ -71,6 +71,12 @@ GitHub refuses it. --forget deletes the cached token.`,
 				return oneLine(err)
 			}
 			if forget {
+				// The cache file is keyed by the GitHub URL and the OAuth client id, and only the
+				// device flow (which needs a client id) writes one: without a client id there is
+				// no file to look for, and "no cached token" would read as success.
+				if firstSet(clientID, os.Getenv(envOAuthClientID)) == "" {
+					return fmt.Errorf("--forget needs --client-id (or $%s): cached tokens are kept per GitHub URL and OAuth client id; pass the --client-id and --github-url of your kubeconfig's octogate credential command", envOAuthClientID)
+				}
 				removed, err := p.Forget()
 				switch {
 				case err != nil:

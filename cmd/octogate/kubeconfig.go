@@ -43,8 +43,13 @@ DIR/client.crt, DIR/client.key embedded (as written by "octogate certs init").
 			if err != nil {
 				return fmt.Errorf("--kind: %w", err)
 			}
-			if _, err := certs.ParseServer(server); err != nil {
+			u, err := certs.ParseServer(server)
+			if err != nil {
 				return fmt.Errorf("--server: %w", err)
+			}
+			if err := certs.CheckServingHost(dir, u.Hostname()); err != nil {
+				// A warning, not an error: the certificate may be replaced before use.
+				fmt.Fprintf(cmd.ErrOrStderr(), "octogate: warning: --server: %v\n", err)
 			}
 			files, err := certs.ReadWebhookFiles(dir)
 			if err != nil {
