@@ -119,10 +119,11 @@ const (
 // AdmissionReview, as controller-runtime does.
 func envelopeError(contentType string, body []byte) string {
 	if contentType != "application/json" {
-		if contentType == "" {
-			return "Content-Type must be application/json"
+		// Behind the webhook server the route has refused it (415) or set the bare type.
+		if msg := webhooks.ContentTypeError(contentType); msg != "" {
+			return msg
 		}
-		return fmt.Sprintf("Content-Type must be application/json, not %q", webhooks.Clip(contentType))
+		return "Content-Type must be application/json without parameters"
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "body is empty: want an AdmissionReview"

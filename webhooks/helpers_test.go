@@ -177,6 +177,9 @@ func doErr(c *http.Client, method, url string, body io.Reader) (response, error)
 	if err != nil {
 		return response{}, err
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as kube-apiserver sends
+	}
 	res, err := c.Do(req)
 	if err != nil {
 		return response{}, err

@@ -28,8 +28,8 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	tlsCfg := &tls.Config{RootCAs: ts.pki.ca.Pool(), ServerName: "127.0.0.1"}
 	stalls := map[string]int{
 		"": 800, // raw TCP, no handshake
-		"POST /authorize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n":     100,
-		"POST /authorize HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"kind\":": 100,
+		"POST /authorize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n":                                       100,
+		"POST /authorize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"kind\":": 100,
 	}
 
 	stop := make(chan struct{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -96,6 +97,13 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if msg := ContentTypeError(r.Header.Get("Content-Type")); msg != "" {
+		WriteError(&req.rw, http.StatusUnsupportedMediaType, msg)
+		return
+	}
+	// Handlers see the bare media type: controller-runtime's admission handler takes no other.
+	r.Header.Set("Content-Type", "application/json")
+
 	// The body is read before taking an in-flight slot: a client trickling its body in
 	// must not hold a slot that a prompt request could use. Memory per connection is still
 	// bounded by MaxBodyBytes and the server's read timeout.
@@ -125,6 +133,24 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = &req.body
 	r.ContentLength = int64(len(body))
 	rt.next.ServeHTTP(&req.rw, r)
+}
+
+// ContentTypeError is the one Content-Type rule of every webhook route: the media type must be
+// application/json (parameters such as charset are allowed), which is what kube-apiserver's
+// webhook clients send for TokenReview, SubjectAccessReview and AdmissionReview
+// (client-go's REST client defaults ContentType to application/json). It returns "" for an
+// acceptable value, else the error a route answers with 415 Unsupported Media Type.
+func ContentTypeError(contentType string) string {
+	if contentType == "application/json" {
+		return ""
+	}
+	if contentType == "" {
+		return "Content-Type must be application/json"
+	}
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == "application/json" {
+		return ""
+	}
+	return fmt.Sprintf("Content-Type must be application/json, not %q", Clip(contentType))
 }
 
 // finish writes the request's log line and metrics.

@@ -34,6 +34,7 @@ func BenchmarkRouteOverhead(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/authorize", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
 				w := httptest.NewRecorder()
 				bc.h.ServeHTTP(w, r)
 				if w.Code != http.StatusOK {
