@@ -126,22 +126,22 @@ func envelopeError(contentType string, body []byte) string {
 		return "Content-Type must be application/json without parameters"
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return "body is empty: want an AdmissionReview"
+		return webhooks.EmptyBodyError("an AdmissionReview")
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return fmt.Sprintf("body is not JSON: %v at byte %d", se, se.Offset)
+			return webhooks.NotJSONError(se)
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Sprintf("body is a JSON %s, want an AdmissionReview object", webhooks.JSONValueWord(te.Value))
+			return webhooks.TypeError(te, "an AdmissionReview")
 		}
 		return "body is not a JSON object"
 	}
 	if top == nil {
-		return "body is JSON null, want an AdmissionReview object"
+		return webhooks.NullBodyError("an AdmissionReview")
 	}
 	apiVersion, msg := stringField(top, "apiVersion")
 	if msg != "" {
@@ -153,10 +153,10 @@ func envelopeError(contentType string, body []byte) string {
 	}
 	if apiVersion != "" || kind != "" {
 		if kind != reviewKind {
-			return "kind must be AdmissionReview" + got(kind)
+			return webhooks.MustBeError("kind", reviewKind, kind)
 		}
 		if apiVersion != apiVersionV1 && apiVersion != apiVersionBeta1 {
-			return "apiVersion must be " + apiVersionV1 + " or " + apiVersionBeta1 + got(apiVersion)
+			return webhooks.MustBeError("apiVersion", apiVersionV1+" or "+apiVersionBeta1, apiVersion)
 		}
 	}
 	raw, ok := top["request"]
@@ -194,14 +194,6 @@ func stringField(obj map[string]json.RawMessage, name string) (string, string) {
 		return "", name + " is a JSON " + jsonKind(raw) + ", want a string"
 	}
 	return s, ""
-}
-
-// got is ", not VALUE" for a value that was set, or " (it is missing)".
-func got(value string) string {
-	if value == "" {
-		return " (it is missing)"
-	}
-	return fmt.Sprintf(", not %q", webhooks.Clip(value))
 }
 
 // jsonKind names the JSON type of a valid JSON value.

@@ -80,15 +80,15 @@ func TestBadRequestsGet400(t *testing.T) {
 	cases := []struct {
 		name, body, wantInError string
 	}{
-		{"empty body", "", "empty body"},
+		{"empty body", "", "body is empty: want a SubjectAccessReview"},
 		{"malformed JSON", `{"apiVersion":`, "body is not JSON"},
 		{"JSON array", `[1,2]`, "body is a JSON array, want a SubjectAccessReview object"},
 		{"JSON string", `"x"`, "body is a JSON string, want a SubjectAccessReview object"},
 		{"null", `null`, "body is JSON null, want a SubjectAccessReview object"},
-		{"missing apiVersion", `{"kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, "apiVersion is missing"},
-		{"unknown apiVersion", `{"apiVersion":"authorization.k8s.io/v2","kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `"authorization.k8s.io/v2" is not supported`},
-		{"another API's review", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"x"}}`, "not supported"},
-		{"wrong kind", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `kind "SelfSubjectAccessReview"`},
+		{"missing apiVersion", `{"kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, "apiVersion must be authorization.k8s.io/v1 or authorization.k8s.io/v1beta1 (it is missing)"},
+		{"unknown apiVersion", `{"apiVersion":"authorization.k8s.io/v2","kind":"SubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `apiVersion must be authorization.k8s.io/v1 or authorization.k8s.io/v1beta1, not "authorization.k8s.io/v2"`},
+		{"another API's review", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"x"}}`, `kind must be SubjectAccessReview, not "TokenReview"`},
+		{"wrong kind", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"user":"u","nonResourceAttributes":{"path":"/","verb":"get"}}}`, `kind must be SubjectAccessReview, not "SelfSubjectAccessReview"`},
 		{"neither attributes", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u"}}`, "neither"},
 		{"both attributes", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"u","resourceAttributes":{"verb":"get","resource":"pods"},"nonResourceAttributes":{"path":"/","verb":"get"}}}`, "both"},
 		{"wrong field type", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":["u"]}}`, "spec.user is a JSON array, want a string"},

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/octogate/octogate/webhooks"
 )
@@ -66,40 +64,48 @@ type reviewStatus struct {
 }
 
 // errBadReview marks a request body that is not a SubjectAccessReview this webhook answers;
-// the handler turns it into 400.
+// the handler turns it into 400. Its message is the words every route uses (webhooks'
+// EmptyBodyError, MustBeError, ...), without a prefix.
 var errBadReview = errors.New("bad SubjectAccessReview")
+
+type badReviewError struct{ msg string }
+
+func (e *badReviewError) Error() string        { return e.msg }
+func (e *badReviewError) Is(target error) bool { return target == errBadReview }
+
+func badReview(msg string) error { return &badReviewError{msg} }
 
 // decodeReview parses a SubjectAccessReview body into its apiVersion and the request's
 // Attributes. Errors wrap errBadReview and say what is wrong in words for the caller.
 func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) {
+	const want = "a " + reviewKind
 	if len(body) == 0 {
-		return "", attrs, fmt.Errorf("%w: empty body, expected a %s", errBadReview, reviewKind)
+		return "", attrs, badReview(webhooks.EmptyBodyError(want))
 	}
 	var req reviewRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return "", attrs, fmt.Errorf("%w: %s", errBadReview, jsonError(err))
+		return "", attrs, badReview(jsonError(err))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-		return "", attrs, fmt.Errorf("%w: body is JSON null, want a %s object", errBadReview, reviewKind)
+		return "", attrs, badReview(webhooks.NullBodyError(want))
+	}
+	// kind first, then apiVersion, as the other routes check them.
+	if req.Kind != reviewKind {
+		return "", attrs, badReview(webhooks.MustBeError("kind", reviewKind, req.Kind))
 	}
 	switch req.APIVersion {
 	case APIVersionV1:
 		attrs.Groups = req.Spec.Groups
 	case APIVersionV1beta1:
 		attrs.Groups = req.Spec.Group
-	case "":
-		return "", attrs, fmt.Errorf("%w: apiVersion is missing, expected %s or %s", errBadReview, APIVersionV1, APIVersionV1beta1)
 	default:
-		return "", attrs, fmt.Errorf("%w: apiVersion %q is not supported, expected %s or %s", errBadReview, req.APIVersion, APIVersionV1, APIVersionV1beta1)
-	}
-	if req.Kind != reviewKind {
-		return "", attrs, fmt.Errorf("%w: kind %q is not supported, expected %s", errBadReview, req.Kind, reviewKind)
+		return "", attrs, badReview(webhooks.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, req.APIVersion))
 	}
 	attrs.User = req.Spec.User
 	ra, nra := req.Spec.ResourceAttributes, req.Spec.NonResourceAttributes
 	switch {
 	case ra != nil && nra != nil:
-		return "", attrs, fmt.Errorf("%w: spec sets both resourceAttributes and nonResourceAttributes", errBadReview)
+		return "", attrs, badReview("spec sets both resourceAttributes and nonResourceAttributes")
 	case ra != nil:
 		attrs.ResourceRequest = true
 		attrs.Verb = ra.Verb
@@ -112,7 +118,7 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		attrs.Verb = nra.Verb
 		attrs.Path = nra.Path
 	default:
-		return "", attrs, fmt.Errorf("%w: spec sets neither resourceAttributes nor nonResourceAttributes", errBadReview)
+		return "", attrs, badReview("spec sets neither resourceAttributes nor nonResourceAttributes")
 	}
 	return req.APIVersion, attrs, nil
 }
@@ -122,15 +128,11 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 func jsonError(err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Sprintf("body is not JSON: %v at byte %d", se, se.Offset)
+		return webhooks.NotJSONError(se)
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		value, _, _ := strings.Cut(te.Value, " ")
-		if te.Field == "" {
-			return fmt.Sprintf("body is a JSON %s, want a %s object", value, reviewKind)
-		}
-		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, value, webhooks.JSONTypeWords(te.Type))
+		return webhooks.TypeError(te, "a "+reviewKind)
 	}
 	return "body is not JSON"
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -96,35 +95,33 @@ type answerUser struct {
 // decodeReview reads a TokenReview (authentication.k8s.io/v1 or v1beta1). Its errors are
 // safe to show: they never quote the token.
 func decodeReview(body []byte) (review, error) {
+	const want = "a TokenReview"
 	var rv review
 	if len(body) == 0 {
-		return rv, errors.New("empty body: want a TokenReview")
+		return rv, errors.New(webhooks.EmptyBodyError(want))
 	}
 	if err := json.Unmarshal(body, &rv); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return rv, fmt.Errorf("undecodable TokenReview: invalid JSON at byte %d", se.Offset)
+			return rv, errors.New(webhooks.NotJSONError(se))
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			if te.Field == "" {
-				return rv, fmt.Errorf("body is a JSON %s, want a TokenReview object", webhooks.JSONValueWord(te.Value))
-			}
-			return rv, fmt.Errorf("undecodable TokenReview: %s is a JSON %s, want %s", te.Field, webhooks.JSONValueWord(te.Value), webhooks.JSONTypeWords(te.Type))
+			return rv, errors.New(webhooks.TypeError(te, want))
 		}
-		return rv, errors.New("undecodable TokenReview: invalid JSON")
+		return rv, errors.New("body is not JSON")
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-		return rv, errors.New("body is JSON null, want a TokenReview object")
+		return rv, errors.New(webhooks.NullBodyError(want))
 	}
 	if rv.Kind != kindTokenReview {
-		return rv, fmt.Errorf("kind %q: want TokenReview", webhooks.Clip(rv.Kind))
+		return rv, errors.New(webhooks.MustBeError("kind", kindTokenReview, rv.Kind))
 	}
 	if rv.APIVersion != APIVersionV1 && rv.APIVersion != APIVersionV1beta1 {
-		return rv, fmt.Errorf("apiVersion %q: want %s or %s", webhooks.Clip(rv.APIVersion), APIVersionV1, APIVersionV1beta1)
+		return rv, errors.New(webhooks.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, rv.APIVersion))
 	}
 	if rv.Spec.Token == "" {
-		return rv, errors.New("spec.token is empty")
+		return rv, errors.New("spec.token is missing or empty")
 	}
 	return rv, nil
 }

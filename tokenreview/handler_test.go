@@ -106,11 +106,11 @@ func TestHandlerWireFormat(t *testing.T) {
 		},
 		{
 			name: "malformed JSON is 400", lookup: fakeLookup{id: octocat},
-			body: `{"apiVersion":`, wantStatus: 400, wantError: "undecodable",
+			body: `{"apiVersion":`, wantStatus: 400, wantError: "body is not JSON: unexpected end of JSON input at byte 14",
 		},
 		{
 			name: "empty body is 400", lookup: fakeLookup{id: octocat},
-			body: ``, wantStatus: 400, wantError: "empty body",
+			body: ``, wantStatus: 400, wantError: "body is empty: want a TokenReview",
 		},
 		{
 			name: "JSON array is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},

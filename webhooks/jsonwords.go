@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 )
@@ -44,4 +46,44 @@ func Clip(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// The words of a refused review body, the same on every route (each answers them 400 with
+// WriteError): what is wrong, then what is wanted.
+//
+//	body is empty: want a TokenReview
+//	body is not JSON: invalid character 'o' in literal null (expecting 'u') at byte 2
+//	body is JSON null, want a SubjectAccessReview object
+//	body is a JSON array, want an AdmissionReview object
+//	spec.token is a JSON number, want a string
+//	kind must be TokenReview, not "Pod"
+//	apiVersion must be authentication.k8s.io/v1 or authentication.k8s.io/v1beta1 (it is missing)
+
+// EmptyBodyError is "body is empty: want <review>", review with its article ("a TokenReview").
+func EmptyBodyError(review string) string { return "body is empty: want " + review }
+
+// NotJSONError is "body is not JSON: <syntax error> at byte N".
+func NotJSONError(err *json.SyntaxError) string {
+	return fmt.Sprintf("body is not JSON: %v at byte %d", err, err.Offset)
+}
+
+// TypeError says which field (or the body, when the field is empty) has which JSON type
+// instead of the one it needs; review is the body's kind with its article.
+func TypeError(err *json.UnmarshalTypeError, review string) string {
+	if err.Field == "" {
+		return fmt.Sprintf("body is a JSON %s, want %s object", JSONValueWord(err.Value), review)
+	}
+	return fmt.Sprintf("%s is a JSON %s, want %s", err.Field, JSONValueWord(err.Value), JSONTypeWords(err.Type))
+}
+
+// NullBodyError is "body is JSON null, want <review> object".
+func NullBodyError(review string) string { return "body is JSON null, want " + review + " object" }
+
+// MustBeError is `FIELD must be WANT, not "GOT"`, or `FIELD must be WANT (it is missing)` when
+// got is empty; got is clipped.
+func MustBeError(field, want, got string) string {
+	if got == "" {
+		return field + " must be " + want + " (it is missing)"
+	}
+	return fmt.Sprintf("%s must be %s, not %q", field, want, Clip(got))
 }
