@@ -174,6 +174,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}()
 
 	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub)
+	if !realGitHub {
+		printHardeningTour(binary, work)
+	}
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -236,6 +239,21 @@ rules:
 ` + strings.Join(subjects, "\n") + `
   resourceRules: [{verbs: [create], apiGroups: [""], resources: [namespaces]}]
 `
+}
+
+// printHardeningTour shows what octogate refuses: the policy CLI deciding as kube-apiserver
+// does for a Namespace object, and an oversized token refused before any GitHub call.
+func printHardeningTour(octogate, work string) {
+	fmt.Printf(`
+What octogate refuses (docs/configuration.md):
+
+  kubectl --context bob get namespace kube-system # Forbidden: a Namespace object's namespace is its own name
+  %[1]s policy check --file %[2]s/policy.yaml --user github:bob:1002 --group github:acme \
+      --verb get --resource namespaces --name kube-system   # Deny, the same rule kube-apiserver applied
+  kubectl --token "ghp_$(head -c 100000 /dev/zero | tr '\0' A)" get namespaces
+                                                  # Unauthorized; octogate.log: /authenticate 413, no GitHub call
+  OCTOGATE_USERNAME_PREFIX=system: %[1]s serve     # refused at start: system: is reserved by Kubernetes
+`, octogate, work)
 }
 
 func printTour(kubeconfig, bin, work string, realGitHub bool) {
