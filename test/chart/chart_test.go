@@ -246,6 +246,7 @@ func TestDefaults(t *testing.T) {
 			"OCTOGATE_LEADER_ELECT":             "true",
 			"OCTOGATE_LOG_FORMAT":               "text",
 			"OCTOGATE_SHUTDOWN_DELAY":           "5s",
+			"GOMEMLIMIT":                        "241591910", // 90% of the 256Mi memory limit
 		}
 		got := envMap(c)
 		for k, v := range want {
