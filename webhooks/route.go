@@ -218,7 +218,8 @@ func (br *bodyReader) reset(b []byte) {
 func (*bodyReader) Close() error { return nil }
 
 // ReadBody returns the request body. Behind a route of this package's Server the body has
-// already been read (and bounded to MaxBodyBytes), and ReadBody returns those bytes without
+// already been read (and bounded to the route's limit: MaxBodyBytes unless WithMaxBodyBytes
+// set another), and ReadBody returns those bytes without
 // a copy; elsewhere (a handler under test) it reads r.Body, up to MaxBodyBytes+1 bytes. The
 // caller must not modify the bytes.
 func ReadBody(r *http.Request) ([]byte, error) {
