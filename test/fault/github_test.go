@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/octogate/octogate/internal/cluster"
 )
 
 // TestGitHubOutage stops the GitHub stand-in mid-run: a user whose identity was cached keeps
