@@ -78,7 +78,7 @@ func newCache(cfg Config, next Lookup, m *metrics, log *slog.Logger) (*cache, er
 	return &cache{
 		next: next, entries: entries, ttl: ttl, negTTL: negTTL, staleFor: StaleFor,
 		lookups: make(chan struct{}, maxLookups),
-		errSaturated: unavailable(nil, "GitHub lookups are saturated: %d lookups are already waiting on GitHub, "+
+		errSaturated: unavailable(ReasonSaturated, nil, "GitHub lookups are saturated: %d lookups are already waiting on GitHub, "+
 			"which is slow to answer; retry shortly", maxLookups),
 		now: time.Now, m: m, log: log,
 	}, nil
@@ -160,7 +160,7 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 		return result{err: err}
 	}
 	if !errors.Is(err, ErrUnavailable) {
-		err = unavailable(err, "looking the token up failed: %v", err)
+		err = unavailable(ReasonGitHubUnavailable, err, "looking the token up failed: %v", err)
 	}
 	next := &entry{}
 	if prev != nil && prev.refusal == nil {

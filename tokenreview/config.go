@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,8 +29,14 @@ type Config struct {
 	// GitHubCAFile is a PEM bundle trusted for GitHubAPIURL in addition to the system roots.
 	GitHubCAFile string
 	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS): a user must be an active member of one,
-	// compared case-insensitively. "*" admits any GitHub user; required.
+	// compared case-insensitively. "*" admits any GitHub user; required. An item "acme=2001"
+	// pins org acme to its numeric id (GET /orgs/{org}, https://docs.github.com/rest/orgs/orgs#get-an-organization):
+	// a membership or team whose organization.id differs is not acme, whatever its name (org
+	// logins are freed by a rename and can be registered by anyone).
 	Orgs []string
+	// TokenTypes are the TokenType values accepted (OCTOGATE_GITHUB_TOKEN_TYPES; default
+	// DefaultTokenTypes, i.e. all of TokenTypes). Other types are refused without asking GitHub.
+	TokenTypes []string
 	// Timeout bounds each GitHub call (default 5s).
 	Timeout time.Duration
 	// UsernamePrefix prefixes usernames and groups. Empty means the default "github:"; "-"
@@ -125,7 +132,20 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(c, logger), nil
+	h := NewHandler(c, logger)
+	h.reviews = m.reviews
+	return h, nil
+}
+
+// NewLookup is the Lookup New puts behind its cache: every call asks GitHub with the same
+// rules (orgs, pins, token types, username format). `octogate doctor` uses it to show a user
+// what the server would answer. The cache, metrics and MaxLookups fields of cfg are ignored.
+func NewLookup(cfg Config) (Lookup, error) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		return nil, err
+	}
+	return newGitHub(cfg, m)
 }
 
 func orDefault[T comparable](name string, v, def T, valid func(T) bool) (T, error) {
@@ -195,19 +215,29 @@ func newRules(cfg Config) (identityRules, error) {
 		return r, fmt.Errorf("tokenreview: UsernamePrefix %q: must not start with %q, which Kubernetes reserves for its own users and groups (system:masters is cluster-admin)", r.prefix, SystemPrefix)
 	}
 	var named []string
-	for _, o := range cfg.Orgs {
-		o = strings.TrimSpace(o)
+	r.pins = map[string]int64{}
+	for _, item := range cfg.Orgs {
+		o, idText, pinned := strings.Cut(strings.TrimSpace(item), "=")
 		switch {
-		case o == "":
+		case o == "" && !pinned:
 			continue
-		case o == "*":
+		case o == "*" && !pinned:
 			r.anyUser = true
+			continue
 		case !orgLogin.MatchString(o):
-			return r, fmt.Errorf("tokenreview: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens) nor \"*\"", o)
-		default:
-			named = append(named, o)
-			r.orgs = append(r.orgs, strings.ToLower(o))
+			return r, fmt.Errorf("tokenreview: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens), LOGIN=ID, nor \"*\"", item)
+		case slices.Contains(r.orgs, strings.ToLower(o)):
+			return r, fmt.Errorf("tokenreview: Orgs: %q is listed twice", o)
 		}
+		if pinned {
+			id, err := strconv.ParseInt(idText, 10, 64)
+			if err != nil || id <= 0 {
+				return r, fmt.Errorf("tokenreview: Orgs: %q: the id after = must be the organization's numeric id (gh api orgs/%s --jq .id)", item, o)
+			}
+			r.pins[strings.ToLower(o)] = id
+		}
+		named = append(named, o)
+		r.orgs = append(r.orgs, strings.ToLower(o))
 	}
 	if len(named) == 0 && !r.anyUser {
 		return r, errors.New(`tokenreview: Orgs: empty; name at least one GitHub organization, or "*" to admit any GitHub user`)
@@ -216,6 +246,29 @@ func newRules(cfg Config) (identityRules, error) {
 	if r.anyUser {
 		r.orgsText = "any GitHub user"
 	}
+	types := cfg.TokenTypes
+	if len(types) == 0 {
+		types = DefaultTokenTypes
+	}
+	r.types = map[string]bool{}
+	var typeNames []string
+	for _, t := range types {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if !slices.Contains(TokenTypes, t) {
+			return r, fmt.Errorf("tokenreview: TokenTypes: %q: want some of %s", t, strings.Join(TokenTypes, ", "))
+		}
+		if !r.types[t] {
+			typeNames = append(typeNames, t)
+		}
+		r.types[t] = true
+	}
+	if len(typeNames) == 0 {
+		return r, fmt.Errorf("tokenreview: TokenTypes: empty; want some of %s", strings.Join(TokenTypes, ", "))
+	}
+	r.typesTxt = strings.Join(typeNames, ", ")
 	return r, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,20 +56,22 @@ func (g *gitHub) client(token string) *github.Client {
 	}}, g.base)
 }
 
-// Lookup asks GitHub who owns token and applies the org and naming rules. A token with a
-// byte GitHub tokens never contain is refused without asking GitHub.
+// Lookup asks GitHub who owns token and applies the org and naming rules. A token GitHub
+// would not answer for a user (a byte GitHub tokens never contain, a JWT, an installation or
+// refresh token) or of a type the rules refuse is refused without asking GitHub.
 func (g *gitHub) Lookup(ctx context.Context, token string) (Identity, error) {
-	if !plausibleToken(token) {
-		return Identity{}, errImplausibleToken
+	typ := TokenType(token)
+	if err := g.rules.offlineRefusal(typ); err != nil {
+		return Identity{}, err
 	}
-	u, err := g.fetch(ctx, token)
+	u, err := g.fetch(ctx, token, typ)
 	if err != nil {
 		return Identity{}, err
 	}
 	return g.rules.identity(u)
 }
 
-func (g *gitHub) fetch(ctx context.Context, token string) (githubUser, error) {
+func (g *gitHub) fetch(ctx context.Context, token, typ string) (githubUser, error) {
 	c := g.client(token)
 	eg, ctx := errgroup.WithContext(ctx)
 	var u githubUser
@@ -81,21 +84,21 @@ func (g *gitHub) fetch(ctx context.Context, token string) (githubUser, error) {
 		}
 		u.login, u.id = gu.GetLogin(), gu.GetID()
 		if u.login == "" {
-			return unavailable(nil, "GitHub answered GET /user without a login")
+			return unavailable(ReasonGitHubUnavailable, nil, "GitHub answered GET /user without a login")
 		}
 		return nil
 	})
 	u.memberships = make([]membership, len(g.rules.orgs))
 	for i, org := range g.rules.orgs {
 		eg.Go(func() error {
-			m, err := g.membership(ctx, c, org)
+			m, err := g.membership(ctx, c, org, typ)
 			u.memberships[i] = m
 			return err
 		})
 	}
 	var pages [][]*github.Team
 	eg.Go(func() (err error) {
-		pages, err = g.teams(ctx, c)
+		pages, u.ssoHidden, err = g.teams(ctx, c)
 		return err
 	})
 	if err := eg.Wait(); err != nil {
@@ -103,22 +106,34 @@ func (g *gitHub) fetch(ctx context.Context, token string) (githubUser, error) {
 	}
 	for _, p := range pages {
 		for _, t := range p {
-			u.teams = append(u.teams, teamRef{org: t.GetOrganization().GetLogin(), slug: t.GetSlug()})
+			u.teams = append(u.teams, teamRef{org: t.GetOrganization().GetLogin(), orgID: t.GetOrganization().GetID(), slug: t.GetSlug()})
 		}
 	}
 	return u, nil
 }
 
-func (g *gitHub) membership(ctx context.Context, c *github.Client, org string) (membership, error) {
+// Messages GitHub puts in 403 bodies that octogate tells apart.
+const (
+	// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#resource-not-accessible
+	msgNotAccessibleByPAT = "Resource not accessible by personal access token"
+	// https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#failed-login-limit
+	msgLoginAttempts = "login attempts exceeded"
+)
+
+func (g *gitHub) membership(ctx context.Context, c *github.Client, org, typ string) (membership, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	m := membership{org: org}
 	gm, _, err := c.Organizations.GetOrgMembership(cctx, "", org)
 	var er *github.ErrorResponse
-	switch {
-	case err == nil:
+	if err == nil {
 		if login := gm.GetOrganization().GetLogin(); login != "" {
 			m.org = login
+		}
+		m.id = gm.GetOrganization().GetID()
+		if pin, ok := g.rules.pins[strings.ToLower(org)]; ok && m.id != pin {
+			m.state = idMismatch
+			return m, nil
 		}
 		switch gm.GetState() {
 		case "active":
@@ -127,18 +142,71 @@ func (g *gitHub) membership(ctx context.Context, c *github.Client, org string) (
 			m.state = pending
 		}
 		return m, nil
-	case errors.As(err, &er) && er.Response.StatusCode == http.StatusNotFound:
-		return m, nil
-	case errors.As(err, &er) && er.Response.StatusCode == http.StatusForbidden && er.Response.Header.Get("X-GitHub-SSO") != "":
+	}
+	if !errors.As(err, &er) || er.Response == nil {
+		return m, g.classify("GET /user/memberships/orgs/"+org, err)
+	}
+	h, code := er.Response.Header, er.Response.StatusCode
+	switch {
+	case code == http.StatusForbidden && h.Get("X-GitHub-SSO") != "":
 		m.state = ssoRequired
-		m.ssoURL = ssoURL(er.Response.Header.Get("X-GitHub-SSO"))
+		m.ssoURL = ssoURL(h.Get("X-GitHub-SSO"))
+		return m, nil
+	case code == http.StatusForbidden && strings.Contains(er.Message, msgNotAccessibleByPAT):
+		m.state = missingPermission
+		m.need = orDash(h.Get("X-Accepted-GitHub-Permissions"), "members=read")
+		return m, nil
+	case (code == http.StatusNotFound || code == http.StatusForbidden) && lacksScope(h):
+		m.state = missingScope
+		m.need = h.Get("X-Accepted-OAuth-Scopes")
+		return m, nil
+	case code == http.StatusNotFound && typ == TokenTypeFineGrained:
+		m.state = wrongOwner
+		return m, nil
+	case code == http.StatusNotFound:
 		return m, nil
 	}
 	return m, g.classify("GET /user/memberships/orgs/"+org, err)
 }
 
-// teams lists every page of GET /user/teams.
-func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team, error) {
+func orDash(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// lacksScope reports whether a classic or OAuth token's scopes (X-OAuth-Scopes, present on
+// every answer to such a token) hold none of the scopes the call accepts
+// (X-Accepted-OAuth-Scopes): https://docs.github.com/apps/oauth-apps/building-oauth-apps/scopes-for-oauth-apps
+func lacksScope(h http.Header) bool {
+	accepted := scopeList(h.Get("X-Accepted-OAuth-Scopes"))
+	if len(accepted) == 0 || len(h.Values("X-OAuth-Scopes")) == 0 {
+		return false
+	}
+	have := scopeList(h.Get("X-OAuth-Scopes"))
+	for _, a := range accepted {
+		if slices.Contains(have, a) {
+			return false
+		}
+	}
+	return true
+}
+
+func scopeList(v string) []string {
+	var out []string
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// teams lists every page of GET /user/teams, and the org ids its first page names in
+// "X-GitHub-SSO: partial-results; organizations=..."
+// (https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#personal-access-tokens-and-saml-sso).
+func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team, []int64, error) {
 	page := func(n int) ([]*github.Team, *github.Response, error) {
 		cctx, cancel := context.WithTimeout(ctx, g.timeout)
 		defer cancel()
@@ -150,20 +218,21 @@ func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team,
 	}
 	first, resp, err := page(1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	hidden := ssoPartialOrgs(resp.Header.Get("X-GitHub-SSO"))
 	if resp.LastPage <= 1 {
 		pages := [][]*github.Team{first}
 		// Without rel="last", follow rel="next" one page at a time.
 		for next := resp.NextPage; next > 1 && len(pages) < 1000; {
 			ts, r, err := page(next)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			pages = append(pages, ts)
 			next = r.NextPage
 		}
-		return pages, nil
+		return pages, hidden, nil
 	}
 	pages := make([][]*github.Team, resp.LastPage)
 	pages[0] = first
@@ -175,7 +244,24 @@ func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team,
 			return err
 		})
 	}
-	return pages, eg.Wait()
+	return pages, hidden, eg.Wait()
+}
+
+// ssoPartialOrgs takes the org ids out of "partial-results; organizations=21955855,20582480".
+func ssoPartialOrgs(header string) []int64 {
+	var ids []int64
+	for part := range strings.SplitSeq(header, ";") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(part), "organizations=")
+		if !ok {
+			continue
+		}
+		for s := range strings.SplitSeq(v, ",") {
+			if id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && id > 0 {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // ssoURL takes url=... out of "X-GitHub-SSO: required; url=https://github.com/orgs/acme/sso?..."
@@ -187,22 +273,6 @@ func ssoURL(header string) string {
 		}
 	}
 	return ""
-}
-
-// errImplausibleToken refuses a token that cannot be a GitHub token; it never quotes the token.
-var errImplausibleToken = refused("the token has characters a GitHub token never contains: it is not a GitHub token")
-
-// plausibleToken reports whether every byte of token is visible ASCII (0x21-0x7e). GitHub
-// tokens use [A-Za-z0-9_] (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/);
-// a space or control character could not even be sent in an Authorization header
-// (RFC 9110 section 5.5), so such a token is refused rather than reported as GitHub failing.
-func plausibleToken(token string) bool {
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // classify turns a go-github error into ErrRefused or ErrUnavailable with a message for
@@ -227,23 +297,33 @@ func (g *gitHub) classify(call string, err error) error {
 		}
 		return &RateLimitError{Reset: time.Now().Add(wait)}
 	case errors.As(err, &er) && er.Response != nil:
-		code := er.Response.StatusCode
+		code, h := er.Response.StatusCode, er.Response.Header
 		switch {
 		case code == http.StatusTooManyRequests:
-			return &RateLimitError{Reset: retryAt(er.Response.Header)}
+			return &RateLimitError{Reset: retryAt(h)}
 		case code == http.StatusUnauthorized:
-			return refused("GitHub refused the token (401 %s): it is invalid, expired or revoked; get a new token and log in again", er.Message)
+			return refused(ReasonInvalidToken, "GitHub refused the token (401 %s): it is invalid, expired or revoked; get a new token and log in again", er.Message)
 		case code >= 500:
-			return unavailable(err, "GitHub answered %s with %d %s; try again shortly", call, code, http.StatusText(code))
-		case code == http.StatusForbidden && er.Response.Header.Get("X-GitHub-SSO") != "":
-			return refused("GitHub refused %s: the token is not authorized for an organization's SAML SSO (%s)", call, ssoURL(er.Response.Header.Get("X-GitHub-SSO")))
+			return unavailable(ReasonGitHubUnavailable, err, "GitHub answered %s with %d %s; try again shortly", call, code, http.StatusText(code))
+		case code == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), msgLoginAttempts):
+			// Not the token's fault and not cached: GitHub lifts the lockout by itself.
+			return unavailable(ReasonLoginLockout, err, "GitHub temporarily refuses every API login of this user after repeated bad credentials "+
+				"(403 %s); it rejects valid tokens too: stop whatever sends a wrong token for this user and retry later", er.Message)
+		case code == http.StatusForbidden && h.Get("X-GitHub-SSO") != "":
+			return refused(ReasonSSORequired, "GitHub refused %s: the token is not authorized for an organization's SAML SSO (%s)", call, ssoURL(h.Get("X-GitHub-SSO")))
+		case code == http.StatusForbidden && strings.Contains(er.Message, msgNotAccessibleByPAT):
+			return refused(ReasonMissingPermission, "GitHub refused %s (403 %s): the fine-grained token lacks the permission %s; %s",
+				call, er.Message, orDash(h.Get("X-Accepted-GitHub-Permissions"), "members=read"), membersRead("the organization"))
+		case lacksScope(h):
+			return refused(ReasonMissingScope, "GitHub refused %s with %d: the token lacks a scope it accepts (one of: %s); create a token with read:org and read:user",
+				call, code, h.Get("X-Accepted-OAuth-Scopes"))
 		default:
-			return refused("GitHub refused %s with %d: %s (the token needs the read:user and read:org scopes)", call, code, er.Message)
+			return refused(ReasonGitHubRefused, "GitHub refused %s with %d: %s (the token needs the read:user and read:org scopes)", call, code, er.Message)
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		return unavailable(err, "GitHub did not answer %s within %s; try again shortly", call, g.timeout)
+		return unavailable(ReasonGitHubUnavailable, err, "GitHub did not answer %s within %s; try again shortly", call, g.timeout)
 	default:
-		return unavailable(err, "GitHub is unreachable (%s): %v", call, err)
+		return unavailable(ReasonGitHubUnavailable, err, "GitHub is unreachable (%s): %v", call, err)
 	}
 }
 

@@ -584,7 +584,7 @@ func TestIdentityRules(t *testing.T) {
 			name: "teams of a pending org are dropped, active org kept",
 			u: githubUser{login: "Ann", id: 1,
 				memberships: []membership{{org: "Acme", state: active}, {org: "umbrella", state: pending}},
-				teams:       []teamRef{{"Acme", "Devs"}, {"umbrella", "ops"}, {"initech", "x"}}},
+				teams:       []teamRef{{org: "Acme", slug: "Devs"}, {org: "umbrella", slug: "ops"}, {org: "initech", slug: "x"}}},
 			wantGroups: []string{"gh:acme", "gh:acme/devs"},
 		},
 		{

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -38,12 +40,15 @@ const (
 )
 
 // errTokenTooLong is the status.error of a review whose token exceeds MaxTokenBytes.
-var errTokenTooLong = refused("token longer than %d bytes: not a GitHub token", MaxTokenBytes)
+var errTokenTooLong = refused(ReasonInvalidToken, "token longer than %d bytes: not a GitHub token", MaxTokenBytes)
 
 // Handler serves POST /authenticate (an http.Handler).
 type Handler struct {
 	lookup Lookup
 	log    *slog.Logger
+	// reviews counts answers by result and reason (octogate_token_reviews_total); New sets
+	// it, NewHandler leaves an unregistered one.
+	reviews *prometheus.CounterVec
 	// buffers hold answers (a few hundred bytes each), reused across
 	// reviews.
 	buffers sync.Pool
@@ -55,7 +60,7 @@ func NewHandler(l Lookup, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{lookup: l, log: logger}
+	h := &Handler{lookup: l, log: logger, reviews: newReviewsCounter()}
 	h.buffers.New = func() any { return new(bytes.Buffer) }
 	return h
 }
@@ -190,6 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a, status, outcome := decide(rv.APIVersion, id, err)
 	webhooks.Record(r.Context(), outcome)
+	h.reviews.WithLabelValues(Result(err), Reason(err)).Inc()
 
 	buf := h.buffers.Get().(*bytes.Buffer)
 	defer h.putBuffer(buf)

@@ -88,12 +88,12 @@ func TestHandlerWireFormat(t *testing.T) {
 		},
 		{
 			name:   "refused token is 200 authenticated false with the reason",
-			lookup: fakeLookup{err: refused("GitHub refused the token (401 Bad credentials)")},
+			lookup: fakeLookup{err: refused(ReasonInvalidToken, "GitHub refused the token (401 Bad credentials)")},
 			body:   reviewBody(APIVersionV1, "TokenReview", "gho_x"), wantStatus: 200, golden: "v1-refused.json",
 		},
 		{
 			name:   "GitHub unavailable is 503 with the reason",
-			lookup: fakeLookup{err: unavailable(nil, "GitHub answered GET /user with 502 Bad Gateway; try again shortly")},
+			lookup: fakeLookup{err: unavailable(ReasonGitHubUnavailable, nil, "GitHub answered GET /user with 502 Bad Gateway; try again shortly")},
 			body:   reviewBody(APIVersionV1beta1, "TokenReview", "gho_x"), wantStatus: 503, golden: "v1beta1-unavailable.json",
 		},
 		{

@@ -46,23 +46,25 @@ var (
 	ErrUnavailable = errors.New("GitHub unavailable")
 )
 
-// reviewError is an error whose message is meant for status.error, classified by kind.
+// reviewError is an error whose message is meant for status.error, classified by kind
+// (ErrRefused or ErrUnavailable) and by a stable reason code (Reasons) that leads the message.
 type reviewError struct {
-	kind  error
-	msg   string
-	cause error
+	kind   error
+	reason string
+	msg    string
+	cause  error
 }
 
-func (e *reviewError) Error() string        { return e.msg }
+func (e *reviewError) Error() string        { return "[" + e.reason + "] " + e.msg }
 func (e *reviewError) Is(target error) bool { return target == e.kind }
 func (e *reviewError) Unwrap() error        { return e.cause }
 
-func refused(format string, args ...any) error {
-	return &reviewError{kind: ErrRefused, msg: fmt.Sprintf(format, args...)}
+func refused(reason, format string, args ...any) error {
+	return &reviewError{kind: ErrRefused, reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
-func unavailable(cause error, format string, args ...any) error {
-	return &reviewError{kind: ErrUnavailable, msg: fmt.Sprintf(format, args...), cause: cause}
+func unavailable(reason string, cause error, format string, args ...any) error {
+	return &reviewError{kind: ErrUnavailable, reason: reason, msg: fmt.Sprintf(format, args...), cause: cause}
 }
 
 // RateLimitError is GitHub's rate limit for one token: a 403 with X-RateLimit-Remaining: 0
@@ -74,7 +76,7 @@ type RateLimitError struct {
 }
 
 func (e *RateLimitError) Error() string {
-	return "GitHub rate limit exceeded for this token; octogate retries after the reset time " +
+	return "[" + ReasonRateLimited + "] GitHub rate limit exceeded for this token; octogate retries after the reset time " +
 		e.Reset.UTC().Format(time.RFC3339)
 }
 
@@ -89,17 +91,26 @@ const (
 	active
 	pending
 	ssoRequired
+	idMismatch        // the org of that name is not the pinned one
+	wrongOwner        // 404 to a fine-grained PAT: not a member, or the PAT's owner is not the org
+	missingPermission // 403 to a fine-grained PAT without Members: read
+	missingScope      // 403/404 to a classic or OAuth token without a scope accepted by the call
 )
 
 type membership struct {
 	org    string // as GitHub spells it when known, else as configured
+	id     int64  // organization.id GitHub answered, 0 when not known
 	state  membershipState
 	ssoURL string // from X-GitHub-SSO: required; url=...
+	// need is what the token lacks: the X-Accepted-GitHub-Permissions value (missingPermission)
+	// or the X-Accepted-OAuth-Scopes value (missingScope).
+	need string
 }
 
 type teamRef struct {
-	org  string
-	slug string
+	org   string
+	orgID int64 // organization.id of the team
+	slug  string
 }
 
 // githubUser is what GitHub said about a token's owner, before policy.
@@ -108,20 +119,29 @@ type githubUser struct {
 	id          int64
 	memberships []membership // one per allowed org, in Config.Orgs order
 	teams       []teamRef
+	// ssoHidden are the org ids GET /user/teams named in "X-GitHub-SSO: partial-results;
+	// organizations=..." : orgs whose teams GitHub left out because the token is not
+	// authorized for their SAML SSO.
+	ssoHidden []int64
 }
 
 // identityRules are the Config fields that turn GitHub facts into an Identity.
 type identityRules struct {
 	prefix   string
-	format   string   // one of UsernameFormats
-	orgs     []string // allowed, lowercased; empty with anyUser
+	format   string           // one of UsernameFormats
+	orgs     []string         // allowed, lowercased; empty with anyUser
+	pins     map[string]int64 // lowercased org -> the numeric id it must have
 	anyUser  bool
-	orgsText string // the allow-list as configured, for messages
+	orgsText string          // the allow-list as configured, for messages
+	types    map[string]bool // accepted TokenType values
+	typesTxt string
 }
 
 // identity applies the org rule and the naming rules of DESIGN.md "Identity (TokenReview)"
-// to what GitHub said. It returns a refusal (ErrRefused) naming the org rule, SAML SSO or a
-// pending invitation when the user is an active member of no allowed org.
+// to what GitHub said. It returns a refusal (ErrRefused) naming the org rule, SAML SSO, a
+// pending invitation, a pinned org whose id differs, or what the token lacks when the user is
+// an active member of no allowed org. Team groups come only from teams whose organization is
+// an allowed org with an active membership, and whose organization.id is the pinned one.
 func (r identityRules) identity(u githubUser) (Identity, error) {
 	orgs := make([]string, 0, len(u.memberships)+len(u.teams))
 	for _, m := range u.memberships {
@@ -132,6 +152,9 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 	if len(orgs) == 0 && !r.anyUser {
 		return Identity{}, r.refusal(u)
 	}
+	if err := r.ssoPartial(u); err != nil {
+		return Identity{}, err
+	}
 	teams := make([]string, 0, len(u.teams))
 	for _, t := range u.teams {
 		org := strings.ToLower(t.org)
@@ -139,6 +162,8 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 			orgs = append(orgs, org)
 		} else if !slices.Contains(orgs, org) {
 			continue // not an allowed org, or not an active membership
+		} else if pin, ok := r.pins[org]; ok && t.orgID != pin {
+			continue // a team of another org that has (or had) the pinned org's name
 		}
 		teams = append(teams, r.prefix+org+"/"+strings.ToLower(t.slug))
 	}
@@ -155,7 +180,7 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 	// With no prefix (or one such as "sys"), a login and the ":" of the login:id format could
 	// still spell a reserved name ("system" + ":1001"): refuse rather than mint it.
 	if reserved := reservedName(username, groups); reserved != "" {
-		return Identity{}, refused("GitHub user %s would be %q, in the %q namespace Kubernetes reserves: refused (change OCTOGATE_USERNAME_PREFIX)", u.login, reserved, SystemPrefix)
+		return Identity{}, refused(ReasonReservedName, "GitHub user %s would be %q, in the %q namespace Kubernetes reserves: refused (change OCTOGATE_USERNAME_PREFIX)", u.login, reserved, SystemPrefix)
 	}
 	return Identity{
 		Username: username,
@@ -178,6 +203,27 @@ func reservedName(username string, groups []string) string {
 	return ""
 }
 
+// ssoPartial refuses a user whose teams GitHub hid for an allowed org (X-GitHub-SSO:
+// partial-results): the groups of that org would be incomplete. The org is recognised by its
+// pinned id or by the organization.id of the user's membership.
+// https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#personal-access-tokens-and-saml-sso
+func (r identityRules) ssoPartial(u githubUser) error {
+	if len(u.ssoHidden) == 0 {
+		return nil
+	}
+	for _, m := range u.memberships {
+		id := m.id
+		if pin, ok := r.pins[strings.ToLower(m.org)]; ok {
+			id = pin
+		}
+		if id != 0 && slices.Contains(u.ssoHidden, id) {
+			return refused(ReasonSSORequired, "GitHub left the teams of organization %s out of the answer because the token is not authorized for its SAML SSO "+
+				"(X-GitHub-SSO: partial-results), so the user's groups would be incomplete: authorize the token for %s's SSO in the token's settings (Configure SSO)", m.org, m.org)
+		}
+	}
+	return nil
+}
+
 // username is the Kubernetes username of GitHub account id with login, by r.format.
 func (r identityRules) username(login string, id int64) string {
 	switch r.format {
@@ -189,10 +235,25 @@ func (r identityRules) username(login string, id int64) string {
 	return r.prefix + strings.ToLower(login) + ":" + strconv.FormatInt(id, 10)
 }
 
+// membersRead is the fix for a fine-grained PAT that cannot read an org membership.
+func membersRead(org string) string {
+	return fmt.Sprintf("create a fine-grained personal access token with resource owner %s and the Organization permission \"Members\" set to Read-only "+
+		"(https://github.com/settings/personal-access-tokens/new), or use a classic token with the read:org scope", org)
+}
+
+// refusal explains why no membership is active, most specific reason first.
 func (r identityRules) refusal(u githubUser) error {
-	var why []string
+	type why struct {
+		reason string
+		msg    string
+	}
+	var found []why
 	for _, m := range u.memberships {
 		switch m.state {
+		case idMismatch:
+			found = append(found, why{ReasonOrgIDMismatch, fmt.Sprintf(
+				"GitHub organization %s has id %d, but OCTOGATE_GITHUB_ORGS pins %s to id %d: the name now belongs to another organization "+
+					"(the pinned one was renamed); the cluster admin must update OCTOGATE_GITHUB_ORGS", m.org, m.id, m.org, r.pins[strings.ToLower(m.org)])})
 		case ssoRequired:
 			msg := fmt.Sprintf("the token is not authorized for the SAML SSO of GitHub organization %s: authorize it for SSO", m.org)
 			if m.ssoURL != "" {
@@ -200,13 +261,34 @@ func (r identityRules) refusal(u githubUser) error {
 			} else {
 				msg += " in the token's settings (Configure SSO)"
 			}
-			why = append(why, msg)
+			found = append(found, why{ReasonSSORequired, msg})
 		case pending:
-			why = append(why, fmt.Sprintf("GitHub user %s has a pending invitation to organization %s: accept it first", u.login, m.org))
+			found = append(found, why{ReasonPendingInvitation, fmt.Sprintf("GitHub user %s has a pending invitation to organization %s: accept it first", u.login, m.org)})
+		case missingPermission:
+			found = append(found, why{ReasonMissingPermission, fmt.Sprintf(
+				"GitHub answered 403 \"Resource not accessible by personal access token\" for the membership of organization %s: the fine-grained token lacks the permission %s; %s",
+				m.org, m.need, membersRead(m.org))})
+		case wrongOwner:
+			found = append(found, why{ReasonWrongResourceOwner, fmt.Sprintf(
+				"GitHub answered 404 for the membership of organization %s to a fine-grained personal access token: its resource owner is not %s (or GitHub user %s is not a member); %s",
+				m.org, m.org, u.login, membersRead(m.org))})
+		case missingScope:
+			found = append(found, why{ReasonMissingScope, fmt.Sprintf(
+				"the token cannot read the membership of organization %s: it lacks the read:org scope (GitHub accepts one of: %s); create a token with read:org, e.g. gh auth refresh -s read:org",
+				m.org, m.need)})
 		}
 	}
-	if len(why) > 0 {
-		return refused("%s (octogate admits active members of %s)", strings.Join(why, "; "), r.orgsText)
+	if len(found) > 0 {
+		rank := func(reason string) int {
+			return slices.Index([]string{ReasonOrgIDMismatch, ReasonSSORequired, ReasonPendingInvitation,
+				ReasonMissingPermission, ReasonWrongResourceOwner, ReasonMissingScope}, reason)
+		}
+		slices.SortStableFunc(found, func(a, b why) int { return rank(a.reason) - rank(b.reason) })
+		msgs := make([]string, len(found))
+		for i, f := range found {
+			msgs[i] = f.msg
+		}
+		return refused(found[0].reason, "%s (octogate admits active members of %s)", strings.Join(msgs, "; "), r.orgsText)
 	}
-	return refused("GitHub user %s is not an active member of any organization allowed by OCTOGATE_GITHUB_ORGS (%s)", u.login, r.orgsText)
+	return refused(ReasonNotMember, "GitHub user %s is not an active member of any organization allowed by OCTOGATE_GITHUB_ORGS (%s)", u.login, r.orgsText)
 }

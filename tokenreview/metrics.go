@@ -13,6 +13,7 @@ type metrics struct {
 	cacheHit       prometheus.Counter     // octogate_token_cache_requests_total{result="hit"}
 	cacheMiss      prometheus.Counter     // ...{result="miss"}
 	cacheStale     prometheus.Counter     // ...{result="stale"}
+	reviews        *prometheus.CounterVec // octogate_token_reviews_total{result,reason}
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -28,8 +29,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "octogate_token_cache_requests_total",
 		Help: "Token reviews by cache result: hit (fresh cached answer), miss (asked GitHub), stale (cached identity served while GitHub is unavailable).",
 	}, []string{"result"})
+	reviews := newReviewsCounter()
 	if reg != nil {
 		var err error
+		if reviews, err = register(reg, reviews); err != nil {
+			return nil, err
+		}
 		if gh, err = register(reg, gh); err != nil {
 			return nil, err
 		}
@@ -46,6 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		cacheHit:       cache.WithLabelValues("hit"),
 		cacheMiss:      cache.WithLabelValues("miss"),
 		cacheStale:     cache.WithLabelValues("stale"),
+		reviews:        reviews,
 	}, nil
 }
 
@@ -60,4 +66,14 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 		}
 	}
 	return c, err
+}
+
+// newReviewsCounter is octogate_token_reviews_total{result,reason}: result is
+// ResultAuthenticated, ResultRefused or ResultUnavailable; reason is a code of Reasons, or
+// ReasonNone for an authenticated review.
+func newReviewsCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "octogate_token_reviews_total",
+		Help: "TokenReviews answered, by result (authenticated, refused, unavailable) and reason code (none when authenticated; see docs/identity.md).",
+	}, []string{"result", "reason"})
 }

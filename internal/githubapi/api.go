@@ -21,6 +21,7 @@ const (
 	docsRateLimit      = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 	docsSecondaryLimit = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
 	docsSAML           = "https://docs.github.com/articles/authenticating-to-a-github-organization-with-saml-single-sign-on/"
+	docsMembership     = "https://docs.github.com/rest/orgs/members#get-an-organization-membership-for-the-authenticated-user"
 	rateLimitPerHour   = 5000
 	enterprisePrefix   = "/api/v3"
 	maxPerPage         = 100
@@ -43,6 +44,22 @@ func (s *Server) Handler() http.Handler {
 	})
 	return mux
 }
+
+// What each route accepts, in X-Accepted-OAuth-Scopes (classic and OAuth tokens) and
+// X-Accepted-GitHub-Permissions (fine-grained tokens): the "scopes" and "fine-grained access
+// tokens" sections of each route's page.
+var (
+	acceptedScopes = map[string]string{
+		"/user":                        "",
+		"/user/memberships/orgs/{org}": membershipScopes,
+		"/user/teams":                  "read:org, repo, user, write:org",
+	}
+	acceptedPermissions = map[string]string{
+		"/user":                        "",
+		"/user/memberships/orgs/{org}": "members=read",
+		"/user/teams":                  "members=read",
+	}
+)
 
 // restCall is one authenticated REST request, handled with s.mu held.
 type restCall struct {
@@ -93,6 +110,11 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 			writeError(w, http.StatusUnauthorized, "Bad credentials", docsRest)
 			return
 		}
+		if s.lockedOutLocked(u.login) {
+			// https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#failed-login-limit
+			writeError(w, http.StatusForbidden, "Maximum number of login attempts exceeded. Please try again later.", docsRest)
+			return
+		}
 		if s.rateLimitedLocked(w, tok, u) {
 			return
 		}
@@ -102,7 +124,14 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 		h.Set("X-RateLimit-Used", strconv.Itoa(used))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Truncate(time.Hour).Add(time.Hour).Unix(), 10))
 		h.Set("X-RateLimit-Resource", "core")
-		h.Set("X-OAuth-Scopes", "read:org, read:user")
+		if t.fineGrained {
+			// https://github.blog/changelog/2023-08-10-x-accepted-github-permissions-header-for-fine-grained-permission-actors
+			h.Set("X-Accepted-GitHub-Permissions", acceptedPermissions[endpoint])
+		} else {
+			// https://docs.github.com/apps/oauth-apps/building-oauth-apps/scopes-for-oauth-apps
+			h.Set("X-OAuth-Scopes", t.scopesHeader())
+			h.Set("X-Accepted-OAuth-Scopes", acceptedScopes[endpoint])
+		}
 		scheme := "http"
 		if r.TLS != nil {
 			scheme = "https"
@@ -186,6 +215,24 @@ func (s *Server) getMembership(w http.ResponseWriter, r *http.Request, c restCal
 	key := strings.ToLower(r.PathValue("org"))
 	o := s.orgs[key]
 	m, ok := c.user.memberships[key]
+	// A fine-grained PAT reaches only its resource owner's resources: any other org is 404,
+	// and its own needs the Organization permission "Members" (read).
+	// https://docs.github.com/rest/orgs/members#get-an-organization-membership-for-the-authenticated-user
+	if c.token.fineGrained && !strings.EqualFold(c.token.owner, key) {
+		writeError(w, http.StatusNotFound, "Not Found", docsMembership)
+		return
+	}
+	if c.token.fineGrained && !c.token.canReadMembers() {
+		writeError(w, http.StatusForbidden, "Resource not accessible by personal access token", docsMembership)
+		return
+	}
+	// A classic or OAuth token without an accepted scope does not see private memberships:
+	// 404, as for any resource the token may not read
+	// (https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource).
+	if !c.token.fineGrained && !c.token.hasScope(membershipScopes) {
+		writeError(w, http.StatusNotFound, "Not Found", docsMembership)
+		return
+	}
 	// SAML SSO guards the org's resources for its members; others just see 404.
 	if o != nil && ok && o.sso && !c.token.sso[key] {
 		w.Header().Set("X-GitHub-SSO", "required; url="+c.html+"/orgs/"+o.login+"/sso?authorization_request="+requestID())
@@ -194,8 +241,7 @@ func (s *Server) getMembership(w http.ResponseWriter, r *http.Request, c restCal
 		return
 	}
 	if o == nil || !ok {
-		writeError(w, http.StatusNotFound, "Not Found",
-			"https://docs.github.com/rest/orgs/members#get-an-organization-membership-for-the-authenticated-user")
+		writeError(w, http.StatusNotFound, "Not Found", docsMembership)
 		return
 	}
 	state, role := m.State, m.Role
@@ -231,10 +277,20 @@ func (s *Server) listTeams(w http.ResponseWriter, r *http.Request, c restCall) {
 		page = 1
 	}
 
+	// A fine-grained PAT needs "Members" (read) and sees its resource owner's teams only
+	// (https://docs.github.com/rest/teams/teams#list-teams-for-the-authenticated-user).
+	if c.token.fineGrained && !c.token.canReadMembers() {
+		writeError(w, http.StatusForbidden, "Resource not accessible by personal access token",
+			"https://docs.github.com/rest/teams/teams#list-teams-for-the-authenticated-user")
+		return
+	}
 	var visible []Team
 	var hidden []string
 	for _, t := range c.user.teams {
 		key := strings.ToLower(t.Org)
+		if c.token.fineGrained && !strings.EqualFold(c.token.owner, key) {
+			continue
+		}
 		if o := s.orgs[key]; o.sso && !c.token.sso[key] {
 			hidden = append(hidden, strconv.FormatInt(o.id, 10))
 			continue

@@ -16,6 +16,8 @@ type Fixture struct {
 	// SSOOrgs enforce SAML SSO: a token reaches their resources only after AuthorizeSSO (or a
 	// user's ssoAuthorized list) names the org.
 	SSOOrgs []string `json:"ssoOrgs,omitempty"`
+	// Orgs gives orgs fixed numeric ids (others get the next free id when first named).
+	Orgs []Org `json:"orgs,omitempty"`
 	// Device configures the OAuth device flow. Nil: the device flow endpoints answer 404.
 	Device *DeviceFlow `json:"device,omitempty"`
 }

@@ -36,6 +36,7 @@ type Server struct {
 	refreshes  map[string]*refreshToken
 	authCodes  map[string]*authCode // web application flow codes
 	grants     map[string]int       // token endpoint requests by grant_type
+	lockouts   map[string]time.Time // by lowercased login: failed login limit until
 
 	// lifecycle, guarded by mu
 	hts      *httptest.Server
@@ -58,6 +59,12 @@ type token struct {
 	login   string
 	sso     map[string]bool // lowercased orgs whose SAML SSO authorized this token
 	expires time.Time       // zero: never (OAuth app tokens, fixture tokens)
+	// scopes of a classic or OAuth token; nil means read:org, read:user.
+	scopes []string
+	// a fine-grained PAT: it reaches only owner's resources, with perms.
+	fineGrained bool
+	owner       string
+	perms       map[string]string
 }
 
 type org struct {
@@ -105,6 +112,7 @@ func newServer() *Server {
 		refreshes:  map[string]*refreshToken{},
 		authCodes:  map[string]*authCode{},
 		grants:     map[string]int{},
+		lockouts:   map[string]time.Time{},
 		stopping:   make(chan struct{}),
 	}
 }
@@ -269,6 +277,9 @@ func (s *Server) Load(f Fixture) error {
 				s.AuthorizeSSO(t, o)
 			}
 		}
+	}
+	for _, o := range f.Orgs {
+		s.AddOrg(o.Login, o.ID)
 	}
 	for _, o := range f.SSOOrgs {
 		s.EnforceSSO(o)

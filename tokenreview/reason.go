@@ -1,0 +1,141 @@
+package tokenreview
+
+import (
+	"errors"
+)
+
+// Reason codes: every refused or unavailable review carries one, first in status.error
+// ("[not_member] GitHub user ...") and as the reason label of octogate_token_reviews_total.
+// They are stable: tools and runbooks may match on them. docs/identity.md lists them with
+// what the user does; Reasons holds the same table.
+const (
+	// ReasonNone labels an authenticated review.
+	ReasonNone = "none"
+
+	ReasonInvalidToken       = "invalid_token"
+	ReasonNotUserToken       = "not_user_token"
+	ReasonTokenTypeRefused   = "token_type_refused"
+	ReasonNotMember          = "not_member"
+	ReasonPendingInvitation  = "pending_invitation"
+	ReasonSSORequired        = "sso_required"
+	ReasonMissingPermission  = "missing_permission"
+	ReasonWrongResourceOwner = "wrong_resource_owner"
+	ReasonMissingScope       = "missing_scope"
+	ReasonOrgIDMismatch      = "org_id_mismatch"
+	ReasonGitHubRefused      = "github_refused"
+	ReasonReservedName       = "reserved_name"
+
+	ReasonRateLimited       = "rate_limited"
+	ReasonLoginLockout      = "login_lockout"
+	ReasonGitHubUnavailable = "github_unavailable"
+	ReasonSaturated         = "saturated"
+)
+
+// Review results, the result label of octogate_token_reviews_total.
+const (
+	ResultAuthenticated = "authenticated"
+	ResultRefused       = "refused"
+	ResultUnavailable   = "unavailable"
+)
+
+// ReasonInfo documents one reason code.
+type ReasonInfo struct {
+	Code string
+	// Result is ResultRefused (200 authenticated:false, cached NegativeTTL) or
+	// ResultUnavailable (503, never cached as a refusal).
+	Result string
+	// Meaning says what happened; Fix what the user (or the admin) does about it.
+	Meaning, Fix string
+}
+
+// Reasons lists every reason code, refusals first.
+var Reasons = []ReasonInfo{
+	{ReasonInvalidToken, ResultRefused,
+		"GitHub does not know the token (401: invalid, expired or revoked), or it has characters no GitHub token has",
+		"get a new token (`gh auth login`, or `octogate credential --forget` for a cached device-flow token) and log in again"},
+	{ReasonNotUserToken, ResultRefused,
+		"a GitHub App installation token (ghs_) or a refresh token (ghr_): it identifies no user",
+		"log in with a token of your own user (gh auth token, a personal access token, the device flow); for CI, use a GitHub Actions OIDC token once octogate accepts them"},
+	{ReasonTokenTypeRefused, ResultRefused,
+		"the cluster admin refuses this kind of token (OCTOGATE_GITHUB_TOKEN_TYPES)",
+		"use a token of an accepted kind; the error lists them"},
+	{ReasonNotMember, ResultRefused,
+		"the GitHub user is not an active member of any allowed organization",
+		"ask an owner of one of the listed organizations to add you"},
+	{ReasonPendingInvitation, ResultRefused,
+		"the user was invited to an allowed organization but has not accepted yet",
+		"accept the invitation at https://github.com/orgs/ORG/invitation"},
+	{ReasonSSORequired, ResultRefused,
+		"the organization enforces SAML SSO and the token is not authorized for it (or GitHub hid the user's teams there)",
+		"authorize the token for the organization's SSO (the error gives the URL, or the token's settings: Configure SSO)"},
+	{ReasonMissingPermission, ResultRefused,
+		"a fine-grained personal access token without the Organization permission \"Members: read\"",
+		"edit or create the fine-grained token: resource owner = the organization, Organization permissions > Members: Read-only"},
+	{ReasonWrongResourceOwner, ResultRefused,
+		"a fine-grained personal access token whose resource owner is not the organization (GitHub answers 404 for its membership)",
+		"create a fine-grained token with resource owner = the organization and Organization permissions > Members: Read-only (or ask an org owner to add you, if you are not a member)"},
+	{ReasonMissingScope, ResultRefused,
+		"a classic or OAuth token without a scope that can read org membership",
+		"create a token with the read:org scope (gh auth refresh -s read:org)"},
+	{ReasonOrgIDMismatch, ResultRefused,
+		"the organization now called ORG is not the one octogate pins (its numeric id differs): it was renamed and the name taken by another org",
+		"tell the cluster admin: OCTOGATE_GITHUB_ORGS must name the organization's current login (the id stays)"},
+	{ReasonReservedName, ResultRefused,
+		"the username or a group would start with system:, which Kubernetes reserves (the server's OCTOGATE_USERNAME_PREFIX makes such names)",
+		"tell the cluster admin: OCTOGATE_USERNAME_PREFIX must not make system: names"},
+	{ReasonGitHubRefused, ResultRefused,
+		"GitHub refused another call with a 4xx the codes above do not cover",
+		"read the error GitHub gave; the token needs read:user and read:org (or Members: read)"},
+	{ReasonRateLimited, ResultUnavailable,
+		"GitHub's rate limit for this token is spent",
+		"wait for the reset time in the error; other tools using the same token share its 5,000 calls an hour"},
+	{ReasonLoginLockout, ResultUnavailable,
+		"GitHub locked the account's API logins for a while after repeated bad credentials; valid tokens are rejected too",
+		"stop tools sending an old or wrong token for this user, and retry later"},
+	{ReasonGitHubUnavailable, ResultUnavailable,
+		"GitHub did not answer, answered 5xx, or timed out",
+		"retry shortly; check https://www.githubstatus.com/ and the server's connectivity to GitHub"},
+	{ReasonSaturated, ResultUnavailable,
+		"octogate already waits on as many GitHub lookups as it allows (GitHub is slow)",
+		"retry shortly"},
+}
+
+// Reason is the reason code of a Lookup's answer: ReasonNone for nil, the code carried by a
+// refusal or an unavailability, ReasonGitHubUnavailable for any other error.
+func Reason(err error) string {
+	var re *reviewError
+	var rl *RateLimitError
+	switch {
+	case err == nil:
+		return ReasonNone
+	case errors.As(err, &re):
+		return re.reason
+	case errors.As(err, &rl):
+		return ReasonRateLimited
+	case errors.Is(err, ErrRefused):
+		return ReasonGitHubRefused
+	}
+	return ReasonGitHubUnavailable
+}
+
+// Result is the review result of a Lookup's answer: ResultAuthenticated, ResultRefused
+// (ErrRefused) or ResultUnavailable.
+func Result(err error) string {
+	switch {
+	case err == nil:
+		return ResultAuthenticated
+	case errors.Is(err, ErrRefused):
+		return ResultRefused
+	}
+	return ResultUnavailable
+}
+
+// Explain is the documented meaning and fix of a reason code; ok is false for an unknown code.
+func Explain(code string) (ReasonInfo, bool) {
+	for _, r := range Reasons {
+		if r.Code == code {
+			return r, true
+		}
+	}
+	return ReasonInfo{}, false
+}

@@ -1,0 +1,109 @@
+package tokenreview
+
+import (
+	"strings"
+)
+
+// Token types, as TokenType names them, from GitHub's token prefixes
+// (https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/about-authentication-to-github#githubs-token-formats).
+const (
+	TokenTypeClassic         = "classic"          // ghp_: personal access token (classic)
+	TokenTypeFineGrained     = "fine-grained"     // github_pat_: fine-grained personal access token
+	TokenTypeOAuth           = "oauth"            // gho_: OAuth app user token (gh, the device flow)
+	TokenTypeAppUser         = "app-user"         // ghu_: GitHub App user access token
+	TokenTypeAppInstallation = "app-installation" // ghs_: GitHub App installation token; no user
+	TokenTypeRefresh         = "refresh"          // ghr_: GitHub App refresh token; no user
+	// TokenTypeLegacy is a token without a known prefix: GitHub's 40-hex format from before
+	// 2021, still issued by some GitHub Enterprise Server versions.
+	TokenTypeLegacy = "legacy"
+	// TokenTypeJWT is three base64url parts joined by dots: an OIDC token (e.g. GitHub
+	// Actions'), never a GitHub API token.
+	TokenTypeJWT = "jwt"
+	// TokenTypeInvalid is a token with a byte no GitHub token contains.
+	TokenTypeInvalid = "invalid"
+)
+
+// TokenTypes are the values OCTOGATE_GITHUB_TOKEN_TYPES accepts: the token types that stand
+// for a user. DefaultTokenTypes accepts all of them.
+var (
+	TokenTypes        = []string{TokenTypeClassic, TokenTypeFineGrained, TokenTypeOAuth, TokenTypeAppUser, TokenTypeLegacy}
+	DefaultTokenTypes = TokenTypes
+)
+
+var tokenPrefixes = []struct{ prefix, typ string }{
+	{"github_pat_", TokenTypeFineGrained},
+	{"ghp_", TokenTypeClassic},
+	{"gho_", TokenTypeOAuth},
+	{"ghu_", TokenTypeAppUser},
+	{"ghs_", TokenTypeAppInstallation},
+	{"ghr_", TokenTypeRefresh},
+}
+
+// TokenType names the kind of a bearer token from its form alone, without asking GitHub:
+// one of the TokenType* constants. It never fails and never keeps the token.
+func TokenType(token string) string {
+	if !plausibleToken(token) {
+		return TokenTypeInvalid
+	}
+	if isJWT(token) {
+		return TokenTypeJWT
+	}
+	for _, p := range tokenPrefixes {
+		if strings.HasPrefix(token, p.prefix) {
+			return p.typ
+		}
+	}
+	return TokenTypeLegacy
+}
+
+// isJWT reports whether token is three non-empty base64url parts joined by dots (RFC 7519
+// section 7.2, JWS compact serialization). GitHub tokens never contain a dot.
+func isJWT(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plausibleToken reports whether every byte of token is visible ASCII (0x21-0x7e). GitHub
+// tokens use [A-Za-z0-9_] (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/);
+// a space or control character could not even be sent in an Authorization header
+// (RFC 9110 section 5.5), so such a token is refused rather than reported as GitHub failing.
+func plausibleToken(token string) bool {
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// offlineRefusal is the refusal of a token GitHub need not be asked about, or nil. It names
+// the token's type, never the token or its prefix.
+func (r identityRules) offlineRefusal(typ string) error {
+	switch typ {
+	case TokenTypeInvalid:
+		return refused(ReasonInvalidToken, "the token has characters a GitHub token never contains: it is not a GitHub token")
+	case TokenTypeJWT:
+		return refused(ReasonInvalidToken, "the token is a JWT (an OIDC token), not a GitHub token: log in with a GitHub token")
+	case TokenTypeAppInstallation, TokenTypeRefresh:
+		return refused(ReasonNotUserToken, "the token is a GitHub App %s token, which identifies no user: log in with a token of your own GitHub user "+
+			"(gh auth token, a personal access token, or octogate credential); for CI, use GitHub Actions OIDC tokens where octogate accepts them", typ)
+	}
+	if !r.types[typ] {
+		return refused(ReasonTokenTypeRefused, "the token is a %s GitHub token, which this cluster does not accept (OCTOGATE_GITHUB_TOKEN_TYPES: %s): log in with one of those", typ, r.typesTxt)
+	}
+	return nil
+}

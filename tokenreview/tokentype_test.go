@@ -1,0 +1,111 @@
+package tokenreview
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/octogate/octogate/internal/githubapi"
+)
+
+func TestTokenType(t *testing.T) {
+	for _, tc := range []struct{ token, want string }{
+		{"ghp_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeClassic},
+		{"github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", TokenTypeFineGrained},
+		{"gho_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeOAuth},
+		{"ghu_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeAppUser},
+		{"ghs_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeAppInstallation},
+		{"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498", TokenTypeRefresh},
+		{"0123456789abcdef0123456789abcdef01234567", TokenTypeLegacy},
+		{"alice-octogate-demo", TokenTypeLegacy},
+		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl", TokenTypeJWT},
+		{"a.b", TokenTypeLegacy},
+		{"a..b", TokenTypeLegacy},
+		{"gho_abc def", TokenTypeInvalid},
+		{"gho_abc\u00e9", TokenTypeInvalid},
+		{"", TokenTypeLegacy},
+	} {
+		if got := TokenType(tc.token); got != tc.want {
+			t.Errorf("TokenType(%q) = %q, want %q", tc.token, got, tc.want)
+		}
+	}
+}
+
+func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	gh.AddUser(githubapi.User{Login: "octocat", ID: 1, Memberships: []githubapi.Membership{{Org: "acme"}},
+		Tokens: []string{"ghs_installation0123", "ghr_refresh0123", "ghp_classic0123", "gho_oauth0123",
+			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "0123456789abcdef0123456789abcdef01234567"}})
+	for _, tc := range []struct {
+		name      string
+		types     []string
+		token     string
+		wantAuth  bool
+		wantError []string
+	}{
+		{name: "installation token ghs_ identifies no user", token: "ghs_installation0123",
+			wantError: []string{"[not_user_token]", "app-installation", "identifies no user", "GitHub Actions OIDC"}},
+		{name: "refresh token ghr_ identifies no user", token: "ghr_refresh0123",
+			wantError: []string{"[not_user_token]", "refresh", "identifies no user"}},
+		{name: "a JWT is not a GitHub token", token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
+			wantError: []string{"[invalid_token]", "JWT"}},
+		{name: "classic PAT refused when the admin accepts only fine-grained and oauth", token: "ghp_classic0123",
+			types: []string{"fine-grained", "oauth"}, wantError: []string{"[token_type_refused]", "classic", "fine-grained, oauth"}},
+		{name: "legacy 40-hex token refused when legacy is not accepted", token: "0123456789abcdef0123456789abcdef01234567",
+			types: []string{"classic", "oauth"}, wantError: []string{"[token_type_refused]", "legacy"}},
+		{name: "oauth token accepted by the same list", token: "gho_oauth0123", types: []string{"fine-grained", "oauth"}, wantAuth: true},
+		{name: "legacy token accepted by default", token: "0123456789abcdef0123456789abcdef01234567", wantAuth: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gh.ResetCalls()
+			e := newEnv(t, gh, func(c *Config) { c.TokenTypes = tc.types })
+			a := e.review(t, tc.token)
+			if a.code != http.StatusOK || a.Status.Authenticated != tc.wantAuth {
+				t.Fatalf("HTTP %d authenticated %v error %q", a.code, a.Status.Authenticated, a.Status.Error)
+			}
+			if tc.wantAuth {
+				return
+			}
+			if !strings.HasPrefix(a.Status.Error, tc.wantError[0]) {
+				t.Errorf("status.error %q does not start with %s", a.Status.Error, tc.wantError[0])
+			}
+			for _, w := range tc.wantError {
+				if !strings.Contains(a.Status.Error, w) {
+					t.Errorf("status.error %q does not say %q", a.Status.Error, w)
+				}
+			}
+			if strings.Contains(a.Status.Error, tc.token[:4]) {
+				t.Errorf("status.error %q shows the token's prefix", a.Status.Error)
+			}
+			if n := gh.TokenCalls(tc.token); n != 0 {
+				t.Errorf("GitHub asked %d times, want 0", n)
+			}
+		})
+	}
+}
+
+func TestTokenTypesConfig(t *testing.T) {
+	for _, tc := range []struct {
+		types []string
+		want  string
+	}{
+		{[]string{"app-installation"}, "TokenTypes"},
+		{[]string{"refresh"}, "TokenTypes"},
+		{[]string{"pat"}, "TokenTypes"},
+		{[]string{" "}, "empty"},
+	} {
+		if _, err := newRules(Config{Orgs: []string{"acme"}, TokenTypes: tc.types}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("TokenTypes %q: err %v, want %q", tc.types, err, tc.want)
+		}
+	}
+	r, err := newRules(Config{Orgs: []string{"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{TokenTypeClassic, TokenTypeFineGrained, TokenTypeOAuth, TokenTypeAppUser, TokenTypeLegacy} {
+		if !r.types[typ] {
+			t.Errorf("default does not accept %s", typ)
+		}
+	}
+}
