@@ -28,7 +28,8 @@ type serveConfig struct {
 	ClientCAFile            string        `env:"OCTOGATE_CLIENT_CA_FILE" help:"when set, webhook routes require a client certificate verified by this CA"`
 	GitHubAPIURL            string        `env:"OCTOGATE_GITHUB_API_URL" envDefault:"https://api.github.com/" help:"GitHub REST base (GitHub Enterprise: https://HOST/api/v3/)"`
 	GitHubCAFile            string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
-	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of; * means any GitHub user"`
+	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of, each optionally pinned to its numeric id (acme=2001,umbrella); * means any GitHub user"`
+	GitHubTokenTypes        []string      `env:"OCTOGATE_GITHUB_TOKEN_TYPES" envSeparator:"," envDefault:"classic,fine-grained,oauth,app-user,legacy" help:"comma list of GitHub token types accepted: classic, fine-grained, oauth, app-user, legacy; others are refused without asking GitHub"`
 	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
 	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
 	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
@@ -99,6 +100,7 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 		return cfg, explainEnvError(err, vars)
 	}
 	cfg.GitHubOrgs = trimList(cfg.GitHubOrgs)
+	cfg.GitHubTokenTypes = trimList(cfg.GitHubTokenTypes)
 	cfg.AdminGroups = trimList(cfg.AdminGroups)
 	return cfg, cfg.validate()
 }
@@ -176,6 +178,10 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	case strings.HasPrefix(c.UsernamePrefix, tokenreview.SystemPrefix):
 		return bad("OCTOGATE_USERNAME_PREFIX", c.UsernamePrefix, `a prefix that does not start with "system:" (Kubernetes reserves it; system:masters is cluster-admin)`)
+	case tokenTypesError(c.GitHubTokenTypes) != "":
+		return bad("OCTOGATE_GITHUB_TOKEN_TYPES", strings.Join(c.GitHubTokenTypes, ","), tokenTypesError(c.GitHubTokenTypes))
+	case orgsError(c.GitHubOrgs) != "":
+		return bad("OCTOGATE_GITHUB_ORGS", strings.Join(c.GitHubOrgs, ","), orgsError(c.GitHubOrgs))
 	case !slices.Contains(tokenreview.UsernameFormats, c.UsernameFormat):
 		return bad("OCTOGATE_USERNAME_FORMAT", c.UsernameFormat, "one of "+strings.Join(tokenreview.UsernameFormats, ", "))
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -219,6 +225,34 @@ func (c serveConfig) warnings() []string {
 			c.TokenCacheTTL.String(), maxTokenCacheTTL, maxTokenCacheTTL))
 	}
 	return w
+}
+
+// tokenTypesError is what is wrong with OCTOGATE_GITHUB_TOKEN_TYPES, or "".
+func tokenTypesError(types []string) string {
+	want := "a comma list of some of " + strings.Join(tokenreview.TokenTypes, ", ")
+	if len(types) == 0 {
+		return want
+	}
+	for _, t := range types {
+		if !slices.Contains(tokenreview.TokenTypes, t) {
+			return want + " (app-installation and refresh tokens identify no user)"
+		}
+	}
+	return ""
+}
+
+// orgsError is what is wrong with OCTOGATE_GITHUB_ORGS items (ORG, ORG=ID or *), or "".
+func orgsError(orgs []string) string {
+	for _, o := range orgs {
+		name, id, pinned := strings.Cut(o, "=")
+		if o == "*" {
+			continue
+		}
+		if name == "" || (pinned && (id == "" || strings.Trim(id, "0123456789") != "" || strings.TrimLeft(id, "0") == "")) {
+			return "a comma list of GitHub orgs, each ORG or ORG=ID with the org's numeric id (gh api orgs/ORG --jq .id), or \"*\""
+		}
+	}
+	return ""
 }
 
 // newLogger builds the process logger in the configured format, on stderr.

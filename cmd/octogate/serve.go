@@ -66,6 +66,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		GitHubAPIURL:   cfg.GitHubAPIURL,
 		GitHubCAFile:   cfg.GitHubCAFile,
 		Orgs:           cfg.GitHubOrgs,
+		TokenTypes:     cfg.GitHubTokenTypes,
 		Timeout:        cfg.GitHubTimeout,
 		UsernamePrefix: cfg.UsernamePrefix,
 		UsernameFormat: cfg.UsernameFormat,
