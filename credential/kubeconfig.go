@@ -5,8 +5,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"path/filepath"
+	"slices"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -36,6 +38,9 @@ type UserKubeconfig struct {
 	// on the browser flow. Everyone with the kubeconfig can read it: use it only for an app
 	// whose secret is not relied on (PKCE and the loopback redirect protect the login).
 	ClientSecret string
+	// Env is set in the exec plugin's environment, sorted by name: e.g. OCTOGATE_GITHUB_ORGS
+	// for `octogate doctor`, which reads it back from the kubeconfig.
+	Env map[string]string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -69,12 +74,17 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	if k.ClientSecret != "" {
 		args = append(args, "--client-secret", k.ClientSecret)
 	}
+	var env []clientcmdapi.ExecEnvVar
+	for _, name := range slices.Sorted(maps.Keys(k.Env)) {
+		env = append(env, clientcmdapi.ExecEnvVar{Name: name, Value: k.Env[name]})
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
 	cfg.AuthInfos[k.User] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 		APIVersion:         ExecAPIVersionV1,
 		Command:            k.Command,
 		Args:               args,
+		Env:                env,
 		InstallHint:        InstallHint,
 		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,
 		ProvideClusterInfo: false,

@@ -111,7 +111,7 @@ GitHub refuses it. --forget deletes the cached token.`,
 // kubectl logs in through `octogate credential`.
 func newKubeconfigUserCmd() *cobra.Command {
 	var k credential.UserKubeconfig
-	var caFile string
+	var caFile, orgs, tokenTypes string
 	cmd := &cobra.Command{
 		Use:   "user --server URL --ca FILE",
 		Short: "print a kubeconfig whose user logs in with GitHub through \"octogate credential\"",
@@ -130,6 +130,14 @@ func newKubeconfigUserCmd() *cobra.Command {
 			}
 			if k.ClientSecret == "" {
 				k.ClientSecret = os.Getenv(envOAuthSecret)
+			}
+			// For `octogate doctor`: the server's rules, so that a user never has to know them.
+			k.Env = map[string]string{}
+			if v := firstSet(orgs, os.Getenv(envGitHubOrgs)); v != "" {
+				k.Env[envGitHubOrgs] = v
+			}
+			if v := firstSet(tokenTypes, os.Getenv(envGitHubTokenTypes)); v != "" {
+				k.Env[envGitHubTokenTypes] = v
 			}
 			if k.Command == "" {
 				if k.Command, err = executable(); err != nil {
@@ -154,6 +162,8 @@ func newKubeconfigUserCmd() *cobra.Command {
 	f.StringVar(&k.GitHubURL, "github-url", "", "GitHub web URL passed to the plugin (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
 	f.StringVar(&k.ClientSecret, "client-secret", "", "the GitHub app's client secret passed to the plugin, for the browser flow; readable by everyone with the kubeconfig (default $"+envOAuthSecret+")")
 	f.StringVar(&k.GitHubCAFile, "github-ca-file", "", "absolute path of a PEM CA bundle for GitHub Enterprise, passed to the plugin")
+	f.StringVar(&orgs, "github-orgs", "", "the server's OCTOGATE_GITHUB_ORGS, written for \"octogate doctor\" (default $"+envGitHubOrgs+")")
+	f.StringVar(&tokenTypes, "github-token-types", "", "the server's OCTOGATE_GITHUB_TOKEN_TYPES, written for \"octogate doctor\" (default $"+envGitHubTokenTypes+")")
 	f.StringVar(&k.Command, "command", "", "absolute path of the octogate binary kubectl runs (default this binary)")
 	_ = cmd.MarkFlagRequired("server")
 	_ = cmd.MarkFlagRequired("ca")

@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newKubeconfigCmd(),
 		newPolicyCmd(),
 		newCredentialCmd(),
+		newDoctorCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/octogate/octogate/credential"
+	"github.com/octogate/octogate/tokenreview"
+)
+
+// Variables `octogate doctor` reads besides those of `octogate credential`; the server's
+// variables of the same names mean the same.
+const (
+	envGitHubOrgs       = "OCTOGATE_GITHUB_ORGS"
+	envGitHubTokenTypes = "OCTOGATE_GITHUB_TOKEN_TYPES"
+	envGitHubAPIURL     = "OCTOGATE_GITHUB_API_URL"
+	envUsernamePrefix   = "OCTOGATE_USERNAME_PREFIX"
+	envUsernameFormat   = "OCTOGATE_USERNAME_FORMAT"
+)
+
+// Exit codes of `octogate doctor`.
+const (
+	doctorAccepted    = 0
+	doctorRefused     = 1
+	doctorUnavailable = 2
+	doctorUsage       = 3
+)
+
+// doctorSettings are what the doctor needs besides the token; each comes from its flag, else
+// the variable of the same name, else the kubeconfig user written by `octogate kubeconfig user`.
+type doctorSettings struct {
+	githubURL, githubCAFile, clientID string
+	apiURL                            string
+	orgs, tokenTypes                  string
+	prefix, format                    string
+}
+
+func newDoctorCmd() *cobra.Command {
+	var flags doctorSettings
+	var kubeconfig, kubeContext string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "say whether octogate would accept your GitHub token, and if not why and what to do",
+		Long: `doctor takes a GitHub token the way "octogate credential" does (GITHUB_TOKEN, then
+"gh auth token", then the cached or a new device-flow token), asks GitHub with the same code and
+rules as the server (allowed orgs and their id pins, accepted token types), and prints the
+Kubernetes identity the server would give, or the reason code, what it means and the fix.
+kubectl itself only says "You must be logged in to the server" for a refused token.
+
+The GitHub URL, orgs and token types come from the flags, else OCTOGATE_GITHUB_URL,
+OCTOGATE_GITHUB_ORGS and OCTOGATE_GITHUB_TOKEN_TYPES, else the current kubeconfig user written
+by "octogate kubeconfig user". The token itself is never printed.
+
+Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s := flags.or(settingsFromEnv(os.Getenv))
+			if s.orgs == "" || s.githubURL == "" || s.clientID == "" || s.githubCAFile == "" || s.tokenTypes == "" {
+				exec, err := kubeconfigExec(kubeconfig, kubeContext)
+				if err != nil && s.orgs == "" {
+					return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%v)", envGitHubOrgs, err)}
+				}
+				s = s.or(settingsFromExec(exec))
+			}
+			if s.orgs == "" {
+				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs, set %s, or use a kubeconfig from \"octogate kubeconfig user --github-orgs\"", envGitHubOrgs)}
+			}
+			return runDoctor(cmd, s, timeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&flags.githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+", the kubeconfig's, or "+credential.DefaultGitHubURL+")")
+	f.StringVar(&flags.apiURL, "github-api-url", "", "GitHub REST base (default $"+envGitHubAPIURL+", or derived from --github-url)")
+	f.StringVar(&flags.githubCAFile, "github-ca-file", "", "extra PEM CA bundle for GitHub Enterprise (default $"+envGitHubCAFile+")")
+	f.StringVar(&flags.clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
+	f.StringVar(&flags.orgs, "github-orgs", "", "the server's allowed orgs, e.g. acme=2001,umbrella (default $"+envGitHubOrgs+" or the kubeconfig's)")
+	f.StringVar(&flags.tokenTypes, "github-token-types", "", "the server's accepted token types (default $"+envGitHubTokenTypes+", the kubeconfig's, or all user token types)")
+	f.StringVar(&flags.prefix, "username-prefix", "", "the server's username prefix (default $"+envUsernamePrefix+" or github:)")
+	f.StringVar(&flags.format, "username-format", "", "the server's username format (default $"+envUsernameFormat+" or login:id)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the settings from (default $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&kubeContext, "context", "", "kubeconfig context (default the current one)")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each GitHub call")
+	return cmd
+}
+
+func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) error {
+	out := cmd.OutOrStdout()
+	apiURL, err := doctorAPIURL(s)
+	if err != nil {
+		return &exitError{code: doctorUsage, err: err}
+	}
+	var types []string
+	if s.tokenTypes != "" {
+		types = strings.Split(s.tokenTypes, ",")
+	}
+	lookup, err := tokenreview.NewLookup(tokenreview.Config{
+		GitHubAPIURL:   apiURL,
+		GitHubCAFile:   s.githubCAFile,
+		Orgs:           strings.Split(s.orgs, ","),
+		TokenTypes:     types,
+		Timeout:        timeout,
+		UsernamePrefix: s.prefix,
+		UsernameFormat: s.format,
+	})
+	if err != nil {
+		return &exitError{code: doctorUsage, err: err}
+	}
+	p, err := credential.New(credential.Config{
+		GitHubURL:    s.githubURL,
+		GitHubCAFile: s.githubCAFile,
+		ClientID:     s.clientID,
+		GitHubToken:  os.Getenv(envGitHubToken),
+		Prompt:       cmd.ErrOrStderr(),
+	})
+	if err != nil {
+		return &exitError{code: doctorUsage, err: oneLine(err)}
+	}
+	tok, err := p.Token(cmd.Context())
+	if err != nil {
+		return &exitError{code: doctorUsage, err: oneLine(err)}
+	}
+	fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), tok.Source)
+	fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
+	id, err := lookup.Lookup(cmd.Context(), tok.Value)
+	return reportDoctor(out, id, err)
+}
+
+// reportDoctor prints the identity, or the reason code, the explanation and the fix.
+func reportDoctor(out io.Writer, id tokenreview.Identity, err error) error {
+	if err == nil {
+		fmt.Fprintf(out, "result:   accepted\nusername: %s\nuid:      %s\ngroups:   %s\n", id.Username, id.UID, strings.Join(id.Groups, ", "))
+		return nil
+	}
+	code := tokenreview.Reason(err)
+	result := tokenreview.Result(err)
+	fmt.Fprintf(out, "result:   %s\nreason:   %s\nerror:    %s\n", result, code, err)
+	if info, ok := tokenreview.Explain(code); ok {
+		fmt.Fprintf(out, "means:    %s\nfix:      %s\n", info.Meaning, info.Fix)
+	}
+	exit := doctorRefused
+	if result == tokenreview.ResultUnavailable {
+		exit = doctorUnavailable
+	}
+	return &exitError{code: exit, err: fmt.Errorf("the token would be %s: %s", result, code)}
+}
+
+// doctorAPIURL is the REST base: --github-api-url, else derived from the web URL as GitHub
+// lays it out (github.com -> api.github.com; GitHub Enterprise https://HOST -> HOST/api/v3/).
+func doctorAPIURL(s doctorSettings) (string, error) {
+	if s.apiURL != "" {
+		return s.apiURL, nil
+	}
+	web := s.githubURL
+	if web == "" {
+		web = credential.DefaultGitHubURL
+	}
+	u, err := url.Parse(strings.TrimRight(web, "/"))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("--github-url %q: want a URL such as https://github.com", web)
+	}
+	if u.Host == "github.com" {
+		return tokenreview.DefaultGitHubAPIURL, nil
+	}
+	return u.String() + "/api/v3/", nil
+}
+
+func settingsFromEnv(getenv func(string) string) doctorSettings {
+	return doctorSettings{
+		githubURL: getenv(envGitHubURL), githubCAFile: getenv(envGitHubCAFile), clientID: getenv(envOAuthClientID),
+		apiURL: getenv(envGitHubAPIURL), orgs: getenv(envGitHubOrgs), tokenTypes: getenv(envGitHubTokenTypes),
+		prefix: getenv(envUsernamePrefix), format: getenv(envUsernameFormat),
+	}
+}
+
+// settingsFromExec reads the exec plugin of a user kubeconfig written by
+// `octogate kubeconfig user`: the credential flags in its args and the doctor's settings in
+// its env. A nil exec gives nothing.
+func settingsFromExec(exec *clientcmdapi.ExecConfig) doctorSettings {
+	var s doctorSettings
+	if exec == nil {
+		return s
+	}
+	flag := func(name string) string {
+		for i, a := range exec.Args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+			if a == "--"+name && i+1 < len(exec.Args) {
+				return exec.Args[i+1]
+			}
+		}
+		return ""
+	}
+	s.githubURL, s.githubCAFile, s.clientID = flag("github-url"), flag("github-ca-file"), flag("client-id")
+	for _, e := range exec.Env {
+		switch e.Name {
+		case envGitHubOrgs:
+			s.orgs = e.Value
+		case envGitHubTokenTypes:
+			s.tokenTypes = e.Value
+		case envGitHubURL:
+			s.githubURL = e.Value
+		}
+	}
+	return s
+}
+
+// or fills s's empty fields from d.
+func (s doctorSettings) or(d doctorSettings) doctorSettings {
+	pick := func(a, b string) string { return firstSet(a, b) }
+	return doctorSettings{
+		githubURL: pick(s.githubURL, d.githubURL), githubCAFile: pick(s.githubCAFile, d.githubCAFile),
+		clientID: pick(s.clientID, d.clientID), apiURL: pick(s.apiURL, d.apiURL), orgs: pick(s.orgs, d.orgs),
+		tokenTypes: pick(s.tokenTypes, d.tokenTypes), prefix: pick(s.prefix, d.prefix), format: pick(s.format, d.format),
+	}
+}
+
+// kubeconfigExec is the exec plugin of the context's user, from the kubeconfig kubectl would
+// use (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+func kubeconfigExec(path, context string) (*clientcmdapi.ExecConfig, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, err
+	}
+	if context == "" {
+		context = cfg.CurrentContext
+	}
+	ctx := cfg.Contexts[context]
+	if ctx == nil {
+		return nil, fmt.Errorf("kubeconfig has no context %q", context)
+	}
+	user := cfg.AuthInfos[ctx.AuthInfo]
+	if user == nil || user.Exec == nil {
+		return nil, errors.New("the kubeconfig user does not log in with \"octogate credential\"")
+	}
+	return user.Exec, nil
+}
