@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		TokenCacheTTL:      10 * time.Second,
 	}
 	var githubURL string // the stand-in's web URL, for the "login" context
+	var doctor string    // the tour's `octogate doctor` line (stand-in only)
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
 	if realGitHub {
@@ -124,12 +126,15 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		if err := gh.WriteCAFile(cfg.GitHubCAFile); err != nil {
 			return err
 		}
-		cfg.Orgs = []string{cluster.Org}
+		// Pinned to its id: a renamed acme's name, registered by someone else, lets no one in.
+		cfg.Orgs = []string{cluster.Org + "=" + strconv.Itoa(cluster.OrgID)}
 		cfg.Policy = []byte(cluster.ExamplePolicy)
 		// A GitHub App with expiring tokens for the "login" context; the stand-in approves
 		// its device codes as alice after a few polls, as a person would.
 		gh.SetDeviceFlow(githubapi.DeviceFlow{ClientID: demoClientID, ApproveAs: "alice", PendingPolls: 3, GitHubApp: true})
 		githubURL = strings.TrimSuffix(gh.URL(), "/")
+		doctor = fmt.Sprintf("GITHUB_TOKEN=%s %s doctor --github-url %s --github-ca-file %s --github-orgs %s",
+			cluster.CarolToken, binary, strings.TrimSuffix(gh.URL(), "/"), cfg.GitHubCAFile, cfg.Orgs[0])
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 	}
 
@@ -173,7 +178,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
 	}()
 
-	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub)
+	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub, doctor)
 	if !realGitHub {
 		printHardeningTour(binary, work)
 	}
@@ -257,7 +262,7 @@ What octogate refuses (docs/configuration.md):
 `, octogate, work)
 }
 
-func printTour(kubeconfig, bin, work string, realGitHub bool) {
+func printTour(kubeconfig, bin, work string, realGitHub bool, doctor string) {
 	fmt.Printf(`
 octogate is running. In another shell:
 
@@ -290,6 +295,7 @@ octogate is running. In another shell:
   for i in 1 2 3 4 5; do kubectl --context login get ns >/dev/null & done; wait   # no prompt: the cache serves all
   # On a laptop with a browser, real GitHub: octogate credential --browser (see docs/login.md)
 `)
+		fmt.Printf("  %s\n                                                  # why carol is refused: [not_member], what it means, what to do\n", doctor)
 	}
 	fmt.Printf(`
 The current context is the cluster admin (system:masters, never sent to octogate).

@@ -6,6 +6,7 @@ import "github.com/octogate/octogate/internal/githubapi"
 // strings that do not resemble real GitHub tokens.
 const (
 	Org           = "acme"
+	OrgID         = 2001 // acme's numeric id; OCTOGATE_GITHUB_ORGS may pin it as "acme=2001"
 	AdminTeam     = "platform-admins"
 	AliceToken    = "alice-octogate-demo"
 	BobToken      = "bob-octogate-demo"
@@ -27,7 +28,7 @@ const (
 // Fixture is the GitHub stand-in content: alice (acme member, team platform-admins), bob
 // (acme member), carol (valid token, not in acme) and dave (pending invitee of acme).
 func Fixture() githubapi.Fixture {
-	return githubapi.Fixture{Users: []githubapi.User{
+	return githubapi.Fixture{Orgs: []githubapi.Org{{Login: Org, ID: OrgID}}, Users: []githubapi.User{
 		{
 			Login: "alice", ID: AliceID, Name: "Alice", Tokens: []string{AliceToken},
 			Memberships: []githubapi.Membership{{Org: Org, Role: "admin"}},
