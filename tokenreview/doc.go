@@ -12,4 +12,8 @@
 // Decisions: an identity -> 200 authenticated:true; a refused token (ErrRefused) -> 200
 // authenticated:false with status.error (kube-apiserver caches it); GitHub unavailable
 // (ErrUnavailable) -> 503 with status.error (kube-apiserver retries and does not cache).
+// Every refusal and unavailability carries a reason code (Reasons, Reason), first in
+// status.error ("[not_member] ...") and on octogate_token_reviews_total{result,reason}.
+// Tokens are classified by prefix (TokenType); types that identify no user or that
+// Config.TokenTypes leaves out are refused without asking GitHub.
 package tokenreview
