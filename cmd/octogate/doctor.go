@@ -39,6 +39,7 @@ const (
 // the variable of the same name, else the kubeconfig user written by `octogate kubeconfig user`.
 type doctorSettings struct {
 	githubURL, githubCAFile, clientID string
+	clientSecret                      string
 	apiURL                            string
 	orgs, tokenTypes                  string
 	prefix, format                    string
@@ -82,6 +83,7 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 	f.StringVar(&flags.githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+", the kubeconfig's, or "+credential.DefaultGitHubURL+")")
 	f.StringVar(&flags.apiURL, "github-api-url", "", "GitHub REST base (default $"+envGitHubAPIURL+", or derived from --github-url)")
 	f.StringVar(&flags.githubCAFile, "github-ca-file", "", "extra PEM CA bundle for GitHub Enterprise (default $"+envGitHubCAFile+")")
+	f.StringVar(&flags.clientSecret, "client-secret", "", "the GitHub app's client secret, for the browser flow (default $"+envOAuthSecret+")")
 	f.StringVar(&flags.clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
 	f.StringVar(&flags.orgs, "github-orgs", "", "the server's allowed orgs, e.g. acme=2001,umbrella (default $"+envGitHubOrgs+" or the kubeconfig's)")
 	f.StringVar(&flags.tokenTypes, "github-token-types", "", "the server's accepted token types (default $"+envGitHubTokenTypes+", the kubeconfig's, or all user token types)")
@@ -119,6 +121,7 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) erro
 		GitHubURL:    s.githubURL,
 		GitHubCAFile: s.githubCAFile,
 		ClientID:     s.clientID,
+		ClientSecret: s.clientSecret,
 		GitHubToken:  os.Getenv(envGitHubToken),
 		Prompt:       cmd.ErrOrStderr(),
 	})
@@ -177,7 +180,8 @@ func doctorAPIURL(s doctorSettings) (string, error) {
 func settingsFromEnv(getenv func(string) string) doctorSettings {
 	return doctorSettings{
 		githubURL: getenv(envGitHubURL), githubCAFile: getenv(envGitHubCAFile), clientID: getenv(envOAuthClientID),
-		apiURL: getenv(envGitHubAPIURL), orgs: getenv(envGitHubOrgs), tokenTypes: getenv(envGitHubTokenTypes),
+		clientSecret: getenv(envOAuthSecret),
+		apiURL:       getenv(envGitHubAPIURL), orgs: getenv(envGitHubOrgs), tokenTypes: getenv(envGitHubTokenTypes),
 		prefix: getenv(envUsernamePrefix), format: getenv(envUsernameFormat),
 	}
 }
@@ -202,6 +206,7 @@ func settingsFromExec(exec *clientcmdapi.ExecConfig) doctorSettings {
 		return ""
 	}
 	s.githubURL, s.githubCAFile, s.clientID = flag("github-url"), flag("github-ca-file"), flag("client-id")
+	s.clientSecret = flag("client-secret")
 	for _, e := range exec.Env {
 		switch e.Name {
 		case envGitHubOrgs:
@@ -220,7 +225,7 @@ func (s doctorSettings) or(d doctorSettings) doctorSettings {
 	pick := func(a, b string) string { return firstSet(a, b) }
 	return doctorSettings{
 		githubURL: pick(s.githubURL, d.githubURL), githubCAFile: pick(s.githubCAFile, d.githubCAFile),
-		clientID: pick(s.clientID, d.clientID), apiURL: pick(s.apiURL, d.apiURL), orgs: pick(s.orgs, d.orgs),
+		clientID: pick(s.clientID, d.clientID), clientSecret: pick(s.clientSecret, d.clientSecret), apiURL: pick(s.apiURL, d.apiURL), orgs: pick(s.orgs, d.orgs),
 		tokenTypes: pick(s.tokenTypes, d.tokenTypes), prefix: pick(s.prefix, d.prefix), format: pick(s.format, d.format),
 	}
 }
