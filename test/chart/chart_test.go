@@ -235,6 +235,7 @@ func TestDefaults(t *testing.T) {
 			"OCTOGATE_GITHUB_API_URL":           "https://api.github.com/",
 			"OCTOGATE_GITHUB_ORGS":              "acme",
 			"OCTOGATE_GITHUB_TIMEOUT":           "5s",
+			"OCTOGATE_GITHUB_TOKEN_TYPES":       "classic,fine-grained,oauth,app-user,legacy",
 			"OCTOGATE_USERNAME_PREFIX":          "github:",
 			"OCTOGATE_USERNAME_FORMAT":          "login:id",
 			"OCTOGATE_TOKEN_CACHE_TTL":          "60s",
@@ -486,6 +487,8 @@ func TestBadValuesFailAtInstall(t *testing.T) {
 		{name: "policy effect other than Allow or Deny", set: "policy.rules[0].name=x,policy.rules[0].effect=Permit,policy.rules[0].subjects[0].kind=User,policy.rules[0].subjects[0].name=u", want: "effect"},
 		{name: "unknown log format", set: "logFormat=xml", want: "logFormat"},
 		{name: "http webhook URL", set: "kubeAPIServer.webhookURL=http://10.0.0.10", want: "webhookURL"},
+		{name: "org pin that is not a number", set: "github.orgs={acme=two}", want: "orgs"},
+		{name: "token type that identifies no user", set: "github.tokenTypes={app-installation}", want: "tokenTypes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := e.renderErr("--set", orgs, "--set", tt.set)
