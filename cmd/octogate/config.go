@@ -30,6 +30,9 @@ type serveConfig struct {
 	GitHubCAFile            string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
 	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of; * means any GitHub user"`
 	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
+	ActionsAudience         string        `env:"OCTOGATE_ACTIONS_AUDIENCE" help:"audience (aud) of GitHub Actions OIDC tokens /authenticate accepts; unset: Actions tokens are off"`
+	ActionsIssuer           string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
+	ActionsSubjects         []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
 	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
 	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
 	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
@@ -100,6 +103,7 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 	}
 	cfg.GitHubOrgs = trimList(cfg.GitHubOrgs)
 	cfg.AdminGroups = trimList(cfg.AdminGroups)
+	cfg.ActionsSubjects = trimList(cfg.ActionsSubjects)
 	return cfg, cfg.validate()
 }
 
