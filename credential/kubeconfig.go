@@ -36,6 +36,10 @@ type UserKubeconfig struct {
 	// on the browser flow. Everyone with the kubeconfig can read it: use it only for an app
 	// whose secret is not relied on (PKCE and the loopback redirect protect the login).
 	ClientSecret string
+	// GitHubActions makes the user a GitHub Actions job: the plugin runs
+	// `credential --github-actions=ActionsAudience` (non-interactive) instead of the GitHub login.
+	GitHubActions   bool
+	ActionsAudience string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -69,6 +73,10 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	if k.ClientSecret != "" {
 		args = append(args, "--client-secret", k.ClientSecret)
 	}
+	mode := clientcmdapi.IfAvailableExecInteractiveMode
+	if k.GitHubActions {
+		args, mode = actionsArgs(k.ActionsAudience), clientcmdapi.NeverExecInteractiveMode
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
 	cfg.AuthInfos[k.User] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
@@ -76,7 +84,7 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 		Command:            k.Command,
 		Args:               args,
 		InstallHint:        InstallHint,
-		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,
+		InteractiveMode:    mode,
 		ProvideClusterInfo: false,
 	}}
 	cfg.Contexts[k.Context] = &clientcmdapi.Context{Cluster: k.Cluster, AuthInfo: k.User}
