@@ -447,7 +447,7 @@ func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) 
 	loads := map[string]workload{
 		routeBaseline:    fixed("/baseline", subjectAccessReview(policyRules), `"allowed":true`),
 		routeAuthorize:   fixed("/authorize", subjectAccessReview(policyRules), `"reason":"octogate: rule `+rule+`"`),
-		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat"), `"username":"github:octocat"`),
+		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat"), `"username":"github:octocat:`),
 		routeMutate:      fixed("/mutate/namespaces", namespaceCreate(), `"patchType":"JSONPatch"`),
 		routeAuthnNew: {addr: addr, tls: e.clientTLS, expect: []byte(`"authenticated":true`),
 			next: func() []byte { return httpRequest(addr, "/authenticate", tokenReview(uncached.next())) }},
