@@ -45,8 +45,12 @@ type keySet struct {
 // maxJWKSBytes bounds a discovery document or key set read from the issuer.
 const maxJWKSBytes = 1 << 20
 
-// errSlot carries a keySet's classified error past go-oidc, which flattens it to a string.
-type errSlot struct{ err *Error }
+// errSlot carries a keySet's classified error past go-oidc, which flattens it to a string, and
+// whether the signature verified (so that a later go-oidc error is about the claims).
+type errSlot struct {
+	err      *Error
+	verified bool
+}
 
 type errSlotKey struct{}
 
@@ -59,6 +63,9 @@ func (k *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 			s.err = err
 		}
 		return nil, err
+	}
+	if s, ok := ctx.Value(errSlotKey{}).(*errSlot); ok {
+		s.verified = true
 	}
 	return payload, nil
 }

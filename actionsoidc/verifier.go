@@ -220,6 +220,9 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (tok
 		if slot.err != nil {
 			return tokenreview.Identity{}, time.Time{}, slot.err
 		}
+		if slot.verified { // go-oidc could not decode the signed claims (e.g. "exp": "soon")
+			return tokenreview.Identity{}, time.Time{}, refuse(ReasonMalformedToken, "the token's claims do not decode as OIDC claims")
+		}
 		return tokenreview.Identity{}, time.Time{}, refuse(ReasonBadSignature, "the token is not a JWT signed with RS256 by %s", v.issuer)
 	}
 	var c Claims

@@ -119,6 +119,7 @@ func TestLookupReasons(t *testing.T) {
 		{name: "1 MiB token", token: "eyJ" + strings.Repeat("a", 1<<20) + ".b.c", reason: ReasonMalformedToken},
 		{name: "non-JWT with two dots", token: "not.a.jwt", reason: ReasonMalformedToken},
 		{name: "missing repository_id", token: iss.Mint(claims(deploy, map[string]any{"repository_id": nil})), reason: ReasonMalformedToken},
+		{name: "exp not a number", token: iss.Mint(claims(deploy, map[string]any{"exp": "soon"})), reason: ReasonMalformedToken},
 		{name: "missing exp", token: iss.Mint(claims(deploy, map[string]any{"exp": nil})), reason: ReasonMalformedToken},
 	}
 	for _, tc := range tests {
