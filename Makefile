@@ -39,7 +39,7 @@ lint:
 ## bench: load benchmark of every route against a bare TLS handler, plus micro-benchmarks
 bench:
 	$(GO) run ./bench $(BENCHFLAGS)
-	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/
+	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
 fuzz:

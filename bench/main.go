@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -45,7 +46,7 @@ const (
 	routeRawTLS      = "raw-tls"
 )
 
-var allRoutes = []string{routeBaseline, routeAuthorize, routeAuthnCached, routeAuthnNew, routeMutate, routeRawTLS}
+var allRoutes = []string{routeBaseline, routeAuthorize, routeAuthnCached, routeAuthnNew, routeMutate, routeRawTLS, routeActionsCached, routeActionsNew}
 
 // targets are the issue's minimum ratios to the baseline.
 var targets = map[string]float64{routeAuthorize: 0.7, routeAuthnCached: 0.7, routeMutate: 0.5}
@@ -112,6 +113,7 @@ type env struct {
 	server    *webhooks.Server
 	rawAddr   string
 	registry  *prometheus.Registry
+	actions   *actionsBench
 }
 
 func bench(o options) error {
@@ -276,10 +278,14 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if e.actions, err = startActions(logger); err != nil {
+		return nil, nil, err
+	}
 	authn, err := tokenreview.New(tokenreview.Config{
 		GitHubAPIURL: e.gh.URL(),
 		GitHubCAFile: e.ghCAFile,
 		Orgs:         []string{org},
+		JWTLookup:    e.actions.cached,
 		Logger:       logger,
 		Registerer:   e.registry,
 	})
@@ -307,6 +313,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 	e.server.Handle("/baseline", "baseline", baseline)
 	e.server.Handle("/authorize", "authorize", authz)
 	e.server.Handle("/authenticate", "authenticate", authn)
+	e.server.Handle(pathActionsNew, "authenticate-actions-uncached", e.actions.uncached)
 	e.server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	e.server.AddReadyCheck("policy", authz.Ready)
 
@@ -362,6 +369,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 		_ = raw.Close()
 		wg.Wait()
 		e.gh.Close()
+		e.actions.issuer.Close()
 	}
 	return e, stop, nil
 }
@@ -439,12 +447,13 @@ func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) 
 	loads := map[string]workload{
 		routeBaseline:    fixed("/baseline", subjectAccessReview(policyRules), `"allowed":true`),
 		routeAuthorize:   fixed("/authorize", subjectAccessReview(policyRules), `"reason":"octogate: rule `+rule+`"`),
-		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat"), `"username":"github:octocat"`),
+		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat"), `"username":"github:octocat:`),
 		routeMutate:      fixed("/mutate/namespaces", namespaceCreate(), `"patchType":"JSONPatch"`),
 		routeAuthnNew: {addr: addr, tls: e.clientTLS, expect: []byte(`"authenticated":true`),
 			next: func() []byte { return httpRequest(addr, "/authenticate", tokenReview(uncached.next())) }},
 		routeRawTLS: {addr: e.rawAddr, tls: e.clientTLS, expect: []byte(`"allowed":true`)},
 	}
+	maps.Copy(loads, e.actions.workloads(addr, e))
 	rawReq := httpRequest(e.rawAddr, "/authorize", subjectAccessReview(policyRules))
 	loads[routeRawTLS] = workload{addr: e.rawAddr, tls: e.clientTLS, expect: []byte(`"allowed":true`), next: func() []byte { return rawReq }}
 

@@ -41,6 +41,10 @@ type UserKubeconfig struct {
 	// Env is set in the exec plugin's environment, sorted by name: e.g. OCTOGATE_GITHUB_ORGS
 	// for `octogate doctor`, which reads it back from the kubeconfig.
 	Env map[string]string
+	// GitHubActions makes the user a GitHub Actions job: the plugin runs
+	// `credential --github-actions=ActionsAudience` (non-interactive) instead of the GitHub login.
+	GitHubActions   bool
+	ActionsAudience string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -78,6 +82,10 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	for _, name := range slices.Sorted(maps.Keys(k.Env)) {
 		env = append(env, clientcmdapi.ExecEnvVar{Name: name, Value: k.Env[name]})
 	}
+	mode := clientcmdapi.IfAvailableExecInteractiveMode
+	if k.GitHubActions {
+		args, mode = actionsArgs(k.ActionsAudience), clientcmdapi.NeverExecInteractiveMode
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
 	cfg.AuthInfos[k.User] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
@@ -86,7 +94,7 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 		Args:               args,
 		Env:                env,
 		InstallHint:        InstallHint,
-		InteractiveMode:    clientcmdapi.IfAvailableExecInteractiveMode,
+		InteractiveMode:    mode,
 		ProvideClusterInfo: false,
 	}}
 	cfg.Contexts[k.Context] = &clientcmdapi.Context{Cluster: k.Cluster, AuthInfo: k.User}

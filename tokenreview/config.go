@@ -59,6 +59,10 @@ type Config struct {
 	// /authenticate in-flight budget (OCTOGATE_MAX_INFLIGHT) so that, while GitHub is slow,
 	// lookups cannot hold every slot and cached tokens still get answers.
 	MaxLookups int
+	// JWTLookup, when set, answers every token that LooksLikeJWT instead of GitHub: GitHub
+	// Actions ID tokens (package actionsoidc, enabled by OCTOGATE_ACTIONS_AUDIENCE). Its answers
+	// bypass the GitHub token cache.
+	JWTLookup Lookup
 	// Logger receives GitHub failures (never a token). Nil: discard.
 	Logger *slog.Logger
 	// Registerer receives the octogate_github_* and octogate_token_cache_* metrics. Nil: not
@@ -132,7 +136,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := NewHandler(c, logger)
+	var l Lookup = c
+	if cfg.JWTLookup != nil {
+		l = jwtDispatch{jwt: cfg.JWTLookup, github: c}
+	}
+	h := NewHandler(l, logger)
 	h.reviews = m.reviews
 	return h, nil
 }

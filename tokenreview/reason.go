@@ -100,16 +100,26 @@ var Reasons = []ReasonInfo{
 		"retry shortly"},
 }
 
+// ReasonCoder is an error of another Lookup (GitHub Actions OIDC tokens) that carries its own
+// reason code.
+type ReasonCoder interface {
+	error
+	ReasonCode() string
+}
+
 // Reason is the reason code of a Lookup's answer: ReasonNone for nil, the code carried by a
 // refusal or an unavailability, ReasonGitHubUnavailable for any other error.
 func Reason(err error) string {
 	var re *reviewError
 	var rl *RateLimitError
+	var rc ReasonCoder
 	switch {
 	case err == nil:
 		return ReasonNone
 	case errors.As(err, &re):
 		return re.reason
+	case errors.As(err, &rc):
+		return rc.ReasonCode()
 	case errors.As(err, &rl):
 		return ReasonRateLimited
 	case errors.Is(err, ErrRefused):

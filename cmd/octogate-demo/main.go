@@ -104,6 +104,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	var githubURL string // the stand-in's web URL, for the "login" context
 	var doctor string    // the tour's `octogate doctor` line (stand-in only)
+	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
 	if realGitHub {
@@ -136,6 +137,10 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		doctor = fmt.Sprintf("GITHUB_TOKEN=%s %s doctor --github-url %s --github-ca-file %s --github-orgs %s",
 			cluster.CarolToken, binary, strings.TrimSuffix(gh.URL(), "/"), cfg.GitHubCAFile, cfg.Orgs[0])
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
+		actions = newActionsDemo(cfg.GitHubCAFile)
+		defer actions.issuer.Close()
+		cfg.OctogateEnv = append(cfg.OctogateEnv, actions.octogateEnv()...)
+		step("GitHub Actions OIDC issuer stand-in at " + actions.issuer.URL())
 	}
 
 	step("starting etcd, kube-apiserver, kube-controller-manager and octogate")
@@ -178,9 +183,20 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
 	}()
 
+	if actions != nil {
+		actionsKubeconfig := filepath.Join(dir, "actions.kubeconfig")
+		if err := actions.writeKubeconfig(ctx, binary, c.APIServer.URL, c.APIServer.CAFile, actionsKubeconfig); err != nil {
+			return err
+		}
+		defer os.Remove(actionsKubeconfig)
+	}
+
 	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub, doctor)
 	if !realGitHub {
 		printHardeningTour(binary, work)
+	}
+	if actions != nil {
+		actions.printTour(filepath.Join(root, "bin", "k8s"))
 	}
 	select {
 	case <-ctx.Done():

@@ -31,6 +31,9 @@ type serveConfig struct {
 	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of, each optionally pinned to its numeric id (acme=2001,umbrella); * means any GitHub user"`
 	GitHubTokenTypes        []string      `env:"OCTOGATE_GITHUB_TOKEN_TYPES" envSeparator:"," envDefault:"classic,fine-grained,oauth,app-user,legacy" help:"comma list of GitHub token types accepted: classic, fine-grained, oauth, app-user, legacy; others are refused without asking GitHub"`
 	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
+	ActionsAudience         string        `env:"OCTOGATE_ACTIONS_AUDIENCE" help:"audience (aud) of GitHub Actions OIDC tokens /authenticate accepts; unset: Actions tokens are off"`
+	ActionsIssuer           string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
+	ActionsSubjects         []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
 	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
 	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
 	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
@@ -102,6 +105,7 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 	cfg.GitHubOrgs = trimList(cfg.GitHubOrgs)
 	cfg.GitHubTokenTypes = trimList(cfg.GitHubTokenTypes)
 	cfg.AdminGroups = trimList(cfg.AdminGroups)
+	cfg.ActionsSubjects = trimList(cfg.ActionsSubjects)
 	return cfg, cfg.validate()
 }
 

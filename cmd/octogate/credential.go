@@ -27,6 +27,7 @@ func newCredentialCmd() *cobra.Command {
 	var clientID, clientSecret, githubURL, githubCAFile string
 	var forget, browser, device bool
 	var recheck time.Duration
+	var actionsAudience string
 	cmd := &cobra.Command{
 		Use:   "credential",
 		Short: "kubectl exec credential plugin: prints an ExecCredential with a GitHub token",
@@ -44,6 +45,9 @@ GitHub refuses it. --forget deletes the cached token.`,
 			info, err := credential.ParseExecInfo(os.Getenv(envExecInfo))
 			if err != nil {
 				return oneLine(err)
+			}
+			if cmd.Flags().Changed(flagGitHubActions) {
+				return githubActionsCredential(cmd, info, actionsAudience)
 			}
 			var flow credential.Flow
 			switch {
@@ -104,6 +108,8 @@ GitHub refuses it. --forget deletes the cached token.`,
 	f.BoolVar(&device, "device", false, "log in through the device flow even when a browser is available")
 	f.DurationVar(&recheck, "recheck", credential.DefaultRecheck, "check a cached token GitHub last accepted longer ago than this with GET /user, and drop it on 401 (0: never)")
 	f.BoolVar(&forget, "forget", false, "delete the cached token and exit")
+	f.StringVar(&actionsAudience, flagGitHubActions, "", "in a GitHub Actions job with `permissions: id-token: write`: print the job's OIDC ID token for this audience (OCTOGATE_ACTIONS_AUDIENCE of the server) instead of a GitHub token")
+	f.Lookup(flagGitHubActions).NoOptDefVal = "$" + envActionsAudience
 	return cmd
 }
 
@@ -122,7 +128,16 @@ func newKubeconfigUserCmd() *cobra.Command {
 				return fmt.Errorf("--ca: %w", err)
 			}
 			k.CAData = ca
-			if k.ClientID == "" {
+			if cmd.Flags().Changed(flagGitHubActions) {
+				k.GitHubActions = true
+				if k.ActionsAudience == "$"+envActionsAudience {
+					k.ActionsAudience = os.Getenv(envActionsAudience)
+				}
+				if k.User == "github" {
+					k.User = "github-actions"
+				}
+			}
+			if k.ClientID == "" && !k.GitHubActions {
 				k.ClientID = os.Getenv(envOAuthClientID)
 			}
 			if k.GitHubURL == "" {
@@ -164,6 +179,8 @@ func newKubeconfigUserCmd() *cobra.Command {
 	f.StringVar(&k.GitHubCAFile, "github-ca-file", "", "absolute path of a PEM CA bundle for GitHub Enterprise, passed to the plugin")
 	f.StringVar(&orgs, "github-orgs", "", "the server's OCTOGATE_GITHUB_ORGS, written for \"octogate doctor\" (default $"+envGitHubOrgs+")")
 	f.StringVar(&tokenTypes, "github-token-types", "", "the server's OCTOGATE_GITHUB_TOKEN_TYPES, written for \"octogate doctor\" (default $"+envGitHubTokenTypes+")")
+	f.StringVar(&k.ActionsAudience, flagGitHubActions, "", "for a GitHub Actions job: the plugin runs `credential --github-actions=AUDIENCE` (the server's OCTOGATE_ACTIONS_AUDIENCE)")
+	f.Lookup(flagGitHubActions).NoOptDefVal = "$" + envActionsAudience
 	f.StringVar(&k.Command, "command", "", "absolute path of the octogate binary kubectl runs (default this binary)")
 	_ = cmd.MarkFlagRequired("server")
 	_ = cmd.MarkFlagRequired("ca")

@@ -19,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/octogate/octogate/actionsoidc"
 	"github.com/octogate/octogate/admission"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -62,6 +63,23 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	// controller-runtime pieces (certwatcher, the manager) log through logr.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
+	var actions *actionsoidc.Verifier
+	if cfg.ActionsAudience != "" {
+		var err error
+		actions, err = actionsoidc.New(actionsoidc.Config{
+			Issuer:   cfg.ActionsIssuer,
+			Audience: cfg.ActionsAudience,
+			Orgs:     cfg.GitHubOrgs,
+			Subjects: cfg.ActionsSubjects,
+			CAFile:   cfg.GitHubCAFile,
+			Timeout:  cfg.GitHubTimeout,
+			CacheTTL: cfg.TokenCacheTTL,
+			Logger:   log,
+		})
+		if err != nil {
+			return namedError(err)
+		}
+	}
 	authn, err := tokenreview.New(tokenreview.Config{
 		GitHubAPIURL:   cfg.GitHubAPIURL,
 		GitHubCAFile:   cfg.GitHubCAFile,
@@ -82,6 +100,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			}
 			return max(1, inflight/2)
 		}(),
+		JWTLookup:  jwtLookup(actions),
 		Logger:     log,
 		Registerer: registry,
 	})
@@ -140,6 +159,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return authz.Run(ctx) })
+	if actions != nil {
+		// In the background: serve starts (and GitHub tokens work) while the issuer is down.
+		g.Go(func() error { actions.Warm(ctx); return nil })
+	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
 	}
@@ -211,7 +234,19 @@ var fieldVariables = strings.NewReplacer(
 	"UsernamePrefix", "OCTOGATE_USERNAME_PREFIX",
 	"UsernameFormat", "OCTOGATE_USERNAME_FORMAT",
 	"AdminGroups", "OCTOGATE_ADMIN_GROUPS",
+	"actionsoidc: Issuer", "actionsoidc: OCTOGATE_ACTIONS_ISSUER",
+	"actionsoidc: Audience", "actionsoidc: OCTOGATE_ACTIONS_AUDIENCE",
+	"actionsoidc: Orgs", "actionsoidc: OCTOGATE_GITHUB_ORGS",
+	"actionsoidc: CAFile", "actionsoidc: OCTOGATE_GITHUB_CA_FILE",
 )
+
+// jwtLookup is v as a tokenreview.Lookup, or nil (no JWT dispatch) when Actions tokens are off.
+func jwtLookup(v *actionsoidc.Verifier) tokenreview.Lookup {
+	if v == nil {
+		return nil
+	}
+	return v
+}
 
 // namedError rewrites a constructor's error to name variables instead of Config fields.
 func namedError(err error) error {

@@ -48,7 +48,8 @@ func Fixture() githubapi.Fixture {
 
 // ExamplePolicy is DESIGN.md's AuthorizationPolicy for org acme: team platform-admins may do
 // everything; no other GitHub user may touch kube-system, kube-public or octogate-system;
-// acme members may create namespaces.
+// acme members may create namespaces; and the production environment of acme/deploy's GitHub
+// Actions workflows may deploy to namespace prod (docs/github-actions.md).
 const ExamplePolicy = `apiVersion: octogate.dev/v1alpha1
 kind: AuthorizationPolicy
 rules:
@@ -69,4 +70,10 @@ rules:
   effect: Allow
   subjects: [{kind: Group, name: "github:acme"}]
   resourceRules: [{verbs: [create], apiGroups: [""], resources: [namespaces]}]
+- name: deploy-production-to-prod
+  effect: Allow
+  subjects: [{kind: Group, name: "github-actions:acme/deploy:environment:production"}]
+  namespaces: ["prod"]
+  resourceRules:
+  - {verbs: [get, list, watch, create, update, patch], apiGroups: ["", "apps"], resources: [configmaps, deployments, services]}
 `

@@ -27,6 +27,9 @@ type testEnv struct {
 	// kubectl uses a kubeconfig with contexts admin (system:masters), alice, bob, carol, dave
 	// and stranger (a token GitHub does not know).
 	kubectl cluster.Kubectl
+
+	// actions is the GitHub Actions OIDC issuer octogate trusts (OCTOGATE_ACTIONS_ISSUER).
+	actions *githubapi.ActionsIssuer
 }
 
 var (
@@ -123,6 +126,10 @@ func setup() (*testEnv, func(failed bool)) {
 		return env, cleanup
 	}
 
+	// Same httptest certificate as the GitHub stand-in: OCTOGATE_GITHUB_CA_FILE trusts both.
+	env.actions = githubapi.NewActionsIssuerTLS()
+	stops = append(stops, env.actions.Close)
+
 	env.cluster, err = cluster.Start(ctx, cluster.Config{
 		BinDir:             env.binDir,
 		OctogateBinary:     binary,
@@ -135,6 +142,10 @@ func setup() (*testEnv, func(failed bool)) {
 		NegativeTTL:        time.Second,
 		TokenReviewVersion: "v1",
 		AuthnCacheTTL:      time.Second,
+		OctogateEnv: []string{
+			"OCTOGATE_ACTIONS_AUDIENCE=" + actionsAudience,
+			"OCTOGATE_ACTIONS_ISSUER=" + env.actions.URL(),
+		},
 	})
 	if err != nil {
 		setupErr = fmt.Errorf("start cluster: %w", err)

@@ -1,0 +1,178 @@
+package actionsoidc
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config configures New. Zero durations and sizes take the defaults below.
+type Config struct {
+	// Issuer is the exact iss of accepted tokens and the base of OIDC discovery
+	// (OCTOGATE_ACTIONS_ISSUER, default DefaultIssuer; GitHub Enterprise Server:
+	// https://HOST/_services/token).
+	Issuer string
+	// Audience is the aud a token must hold (OCTOGATE_ACTIONS_AUDIENCE); required. Workflows ask
+	// for it with `octogate credential --github-actions=AUDIENCE`.
+	Audience string
+	// Orgs is OCTOGATE_GITHUB_ORGS: a token's repository_owner must be one of them, compared
+	// case-insensitively; "org=ID" also requires repository_owner_id to be ID; "*" admits any
+	// owner. Required.
+	Orgs []string
+	// Subjects are globs over the sub claim (OCTOGATE_ACTIONS_SUBJECTS), "*" standing for any
+	// run of characters, e.g. "repo:acme/deploy:environment:production" or
+	// "repo:acme/*:ref:refs/heads/main". Empty: any sub.
+	Subjects []string
+	// CAFile is a PEM bundle trusted for the issuer in addition to the system roots
+	// (OCTOGATE_GITHUB_CA_FILE).
+	CAFile string
+	// Timeout bounds each fetch of the discovery document or key set (default 5s).
+	Timeout time.Duration
+	// CacheTTL bounds how long a verified token's identity is reused without verifying its
+	// signature again; never past the token's exp (default 60s).
+	CacheTTL time.Duration
+	// CacheSize bounds the cached tokens (LRU, keyed by SHA-256; default 10000).
+	CacheSize int
+	// Logger receives key set fetch failures (never a token). Nil: discard.
+	Logger *slog.Logger
+	// HTTPClient fetches discovery and keys; nil: one built from CAFile and Timeout.
+	HTTPClient *http.Client
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Defaults and bounds.
+const (
+	// DefaultIssuer is the issuer of GitHub.com's Actions tokens.
+	DefaultIssuer = "https://token.actions.githubusercontent.com"
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway = 60 * time.Second
+	// MinRefreshInterval is the least time between two fetches of the issuer's keys.
+	MinRefreshInterval = 10 * time.Second
+	// MaxTokenBytes bounds a token this package parses; GitHub's are about 1-2 KiB.
+	MaxTokenBytes = 16 << 10
+
+	defaultTimeout   = 5 * time.Second
+	defaultCacheTTL  = 60 * time.Second
+	defaultCacheSize = 10000
+)
+
+// orgRule is one allowed owner: its lowercased login and, when pinned, its numeric id.
+type orgRule struct {
+	login string
+	id    string
+}
+
+// GitHub org logins: letters, digits and single inner hyphens, at most 39 characters.
+var orgLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
+
+var numericID = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
+
+// parseOrgs reads OCTOGATE_GITHUB_ORGS entries: "acme", "acme=2001" (pinned to an id) or "*".
+func parseOrgs(entries []string) (orgs map[string]orgRule, any bool, text string, err error) {
+	orgs = map[string]orgRule{}
+	var named []string
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if e == "*" {
+			any = true
+			continue
+		}
+		login, id, pinned := strings.Cut(e, "=")
+		login, id = strings.TrimSpace(login), strings.TrimSpace(id)
+		if !orgLogin.MatchString(login) {
+			return nil, false, "", fmt.Errorf("actionsoidc: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens), login=ID nor \"*\"", e)
+		}
+		if pinned && !numericID.MatchString(id) {
+			return nil, false, "", fmt.Errorf("actionsoidc: Orgs: %q: the id after = must be the organization's numeric id", e)
+		}
+		orgs[strings.ToLower(login)] = orgRule{login: strings.ToLower(login), id: id}
+		named = append(named, e)
+	}
+	if len(named) == 0 && !any {
+		return nil, false, "", errors.New(`actionsoidc: Orgs: empty; name at least one GitHub organization, or "*" to admit any owner`)
+	}
+	text = strings.Join(named, ", ")
+	if any {
+		text = "any owner"
+	}
+	return orgs, any, text, nil
+}
+
+func validIssuer(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("want an https URL such as " + DefaultIssuer)
+	}
+	return nil
+}
+
+func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("actionsoidc: CAFile %q: %w", caFile, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("actionsoidc: CAFile %q: no PEM certificate in file", caFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
+}
+
+// glob matches a sub against a pattern where "*" stands for any run of characters (as the
+// policy file's namespace globs).
+type glob struct {
+	pattern string
+	parts   []string
+}
+
+func newGlob(p string) glob { return glob{pattern: p, parts: strings.Split(p, "*")} }
+
+func (g glob) matches(s string) bool {
+	if len(g.parts) == 1 {
+		return s == g.parts[0]
+	}
+	first, last := g.parts[0], g.parts[len(g.parts)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, mid := range g.parts[1 : len(g.parts)-1] {
+		i := strings.Index(s, mid)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(mid):]
+	}
+	return true
+}
+
+// clip shortens a string quoted from a token for a message.
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
+}
