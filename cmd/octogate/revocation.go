@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/octogate/octogate/githubwebhook"
+	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/revocation"
+	"github.com/octogate/octogate/tokenreview"
+)
+
+// githubWebhook builds POST /github/webhook and the revocation channel behind it, or returns
+// nil when OCTOGATE_GITHUB_WEBHOOK_SECRET is unset. run, when not nil, must run for the
+// process's lifetime (it shares revocations with the other replicas).
+func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *ownership.Orphaner, reg prometheus.Registerer, log *slog.Logger) (h *githubwebhook.Handler, run func(context.Context) error, err error) {
+	if cfg.GitHubWebhookSecret == "" {
+		log.Info("GitHub org webhooks are off (OCTOGATE_GITHUB_WEBHOOK_SECRET unset): POST /github/webhook answers 404; access ends when caches expire")
+		return nil, nil, nil
+	}
+	m, err := revocation.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix := cfg.UsernamePrefix
+	if prefix == "-" {
+		prefix = ""
+	}
+	var revoker revocation.Revoker = revocation.Local{Evictor: authn, GroupPrefix: prefix, Metrics: m}
+	if shared, why := sharedRevoker(cfg, authn, prefix, m, log); shared != nil {
+		revoker, run = shared, shared.Run
+	} else {
+		log.Warn("GitHub webhook revocations evict in this process only: "+why+"; run one replica, or give octogate Kubernetes access", "configmap", revocation.DefaultName)
+	}
+	var o githubwebhook.Orphaner
+	if orphaner != nil {
+		o = orphaner
+	}
+	h, err = githubwebhook.New(githubwebhook.Config{
+		Secret:     []byte(cfg.GitHubWebhookSecret),
+		Orgs:       cfg.GitHubOrgs,
+		Revoker:    revoker,
+		Orphaner:   o,
+		Logger:     log,
+		Registerer: reg,
+	})
+	return h, run, err
+}
+
+// sharedRevoker returns a ConfigMap-backed revoker when the process can reach the Kubernetes
+// API and knows its namespace, else nil and why not.
+func sharedRevoker(cfg serveConfig, authn *tokenreview.Handler, prefix string, m *revocation.Metrics, log *slog.Logger) (*revocation.Shared, string) {
+	ns := cfg.Namespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, "no namespace for the revocations ConfigMap (set OCTOGATE_NAMESPACE outside a cluster)"
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, "no Kubernetes API (in-cluster config or KUBECONFIG)"
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, "Kubernetes client: " + err.Error()
+	}
+	shared, err := revocation.NewShared(revocation.Config{
+		Client: client, Namespace: ns,
+		Keep:    cfg.TokenCacheTTL + tokenreview.StaleFor,
+		Evictor: authn, GroupPrefix: prefix, Metrics: m, Logger: log,
+	})
+	if err != nil {
+		return nil, err.Error()
+	}
+	return shared, ""
+}
