@@ -99,7 +99,7 @@ func (e *env) deliver(t *testing.T, d githubapi.Delivery, key []byte) (int, answ
 }
 
 func userT(id string) string { return "user:" + id + "team:" }
-func team(t string) string  { return "user:team:" + t }
+func team(t string) string   { return "user:team:" + t }
 
 func TestDeliveries(t *testing.T) {
 	for _, tc := range []struct {
