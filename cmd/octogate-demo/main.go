@@ -104,6 +104,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	var githubURL string // the stand-in's web URL, for the "login" context
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
+	var standin *githubapi.Server
 	if realGitHub {
 		cfg.GitHubAPIURL = apiURL
 		cfg.GitHubCAFile = os.Getenv("OCTOGATE_GITHUB_CA_FILE")
@@ -130,6 +131,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		// its device codes as alice after a few polls, as a person would.
 		gh.SetDeviceFlow(githubapi.DeviceFlow{ClientID: demoClientID, ApproveAs: "alice", PendingPolls: 3, GitHubApp: true})
 		githubURL = strings.TrimSuffix(gh.URL(), "/")
+		cfg.OctogateEnv = append(cfg.OctogateEnv, revocationEnv...)
+		standin = gh
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 	}
 
@@ -176,6 +179,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub)
 	if !realGitHub {
 		printHardeningTour(binary, work)
+	}
+	if standin != nil {
+		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
 	select {
 	case <-ctx.Done():
