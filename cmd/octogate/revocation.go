@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/octogate/octogate/githubwebhook"
 	"github.com/octogate/octogate/ownership"
@@ -81,4 +87,42 @@ func sharedRevoker(cfg serveConfig, authn *tokenreview.Handler, prefix string, m
 		return nil, err.Error()
 	}
 	return shared, ""
+}
+
+// addMembershipCheck adds the periodic membership check of namespace creators to mgr when
+// OCTOGATE_GITHUB_ORG_TOKEN_FILE is set.
+func addMembershipCheck(cfg serveConfig, mgr manager.Manager, orphaner *ownership.Orphaner, log *slog.Logger) error {
+	if cfg.GitHubOrgTokenFile == "" {
+		return nil
+	}
+	tr, err := githubTransport(cfg.GitHubCAFile)
+	if err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
+	}
+	checker := &ownership.MembershipChecker{Orgs: cfg.GitHubOrgs, TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
+	if _, err := checker.Client(); err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
+	}
+	return mgr.Add(&ownership.Periodic{Checker: checker, Orphaner: orphaner, Period: cfg.MembershipResync, Log: log})
+}
+
+// githubTransport trusts the system roots and, when set, caFile.
+func githubTransport(caFile string) (http.RoundTripper, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile == "" {
+		return tr, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in file")
+	}
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tr, nil
 }

@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 		newPolicyCmd(),
 		newCredentialCmd(),
 		newVersionCmd(),
+		newOwnersCmd(),
 	)
 	return root
 }

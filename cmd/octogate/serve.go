@@ -117,6 +117,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		if orphaner, err = ownership.NewOrphaner(mgr, log); err != nil {
 			return err
 		}
+		if err := addMembershipCheck(cfg, mgr, orphaner, log); err != nil {
+			return err
+		}
 	}
 	ghHook, runRevocations, err := githubWebhook(cfg, authn, orphaner, registry, log)
 	if err != nil {
