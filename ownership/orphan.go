@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -56,6 +57,7 @@ func orphanSubject(group string) (rbacv1.Subject, bool) {
 // then replaces the owner RoleBinding. Safe for concurrent use; works on every replica.
 type Orphaner struct {
 	client client.Client
+	api    client.Reader // the API server, when the cache's copy is stale
 	events recorder.EventRecorder
 	log    *slog.Logger
 	now    func() time.Time
@@ -79,7 +81,7 @@ func NewOrphaner(mgr manager.Manager, log *slog.Logger) (*Orphaner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ownership: index namespaces by creator uid: %w", err)
 	}
-	return &Orphaner{client: mgr.GetClient(), events: mgr.GetEventRecorder(ControllerName), log: log, now: time.Now}, nil
+	return &Orphaner{client: mgr.GetClient(), api: mgr.GetAPIReader(), events: mgr.GetEventRecorder(ControllerName), log: log, now: time.Now}, nil
 }
 
 // Namespaces lists the Namespaces whose creator uid is uid.
@@ -110,15 +112,12 @@ func (o *Orphaner) Orphan(ctx context.Context, uid, reason string) (int, error) 
 		if Orphaned(ns) || ns.DeletionTimestamp != nil {
 			continue
 		}
-		at := o.now().UTC().Format(time.RFC3339)
-		// The resourceVersion precondition keeps a concurrent orphaning (another replica, the
-		// periodic check) from overwriting the first time and reason.
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": ns.ResourceVersion,
-			"annotations":     map[string]string{AnnotationOrphanedAt: at, AnnotationOrphanedReason: reason},
-		}})
-		if err := o.client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		done, err := o.annotate(ctx, ns, reason)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("namespace %s: %w", ns.Name, err))
+			continue
+		}
+		if !done {
 			continue
 		}
 		n++
@@ -128,4 +127,28 @@ func (o *Orphaner) Orphan(ctx context.Context, uid, reason string) (int, error) 
 		o.log.Info("namespace orphaned", "controller", ControllerName, "namespace", ns.Name, "creatorUID", uid, "reason", reason)
 	}
 	return n, errors.Join(errs...)
+}
+
+// annotate sets the orphan annotations on ns unless it is orphaned already. The
+// resourceVersion precondition keeps a concurrent orphaning (another replica, the periodic
+// check) from overwriting the first time and reason; on a conflict (or a cache behind the API
+// server) the Namespace is read again from the API server.
+func (o *Orphaner) annotate(ctx context.Context, ns *corev1.Namespace, reason string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		at := o.now().UTC().Format(time.RFC3339)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": ns.ResourceVersion,
+			"annotations":     map[string]string{AnnotationOrphanedAt: at, AnnotationOrphanedReason: reason},
+		}})
+		err := o.client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch))
+		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
+			return err == nil, err
+		}
+		if err := o.api.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if Orphaned(ns) || ns.DeletionTimestamp != nil {
+			return false, nil
+		}
+	}
 }
