@@ -22,7 +22,8 @@ import (
 
 type fakeEvents struct{ *events.FakeRecorder }
 
-func (fakeEvents) AnnotatedEventf(_, _ runtime.Object, _ map[string]string, _, _, _, _ string, _ ...any) {}
+func (fakeEvents) AnnotatedEventf(_, _ runtime.Object, _ map[string]string, _, _, _, _ string, _ ...any) {
+}
 
 func namespace(name, creator, uid string, extra map[string]string) *corev1.Namespace {
 	a := map[string]string{AnnotationCreator: creator, admission.AnnotationCreatorUID: uid}
