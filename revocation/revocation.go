@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -201,9 +203,20 @@ func (s *Shared) Synced() <-chan struct{} { return s.synced }
 
 // Run watches the ConfigMap and writes queued revocations until ctx ends.
 func (s *Shared) Run(ctx context.Context) error {
-	lw := cache.NewListWatchFromClient(s.cfg.Client.CoreV1().RESTClient(), "configmaps", s.cfg.Namespace,
-		fields.OneTermEqualSelector("metadata.name", s.cfg.Name))
-	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	cms := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace)
+	selector := fields.OneTermEqualSelector("metadata.name", s.cfg.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return cms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return cms.Watch(ctx, o)
+		},
+	}
+	// The clientset says whether it serves streaming lists (a fake one does not).
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, s.cfg.Client), &corev1.ConfigMap{}, 0, cache.Indexers{})
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, initial bool) { s.observe(obj, initial) },
 		UpdateFunc: func(_, obj any) { s.observe(obj, false) },
@@ -251,7 +264,7 @@ func (s *Shared) Run(ctx context.Context) error {
 // are younger than Keep.
 func (s *Shared) observe(obj any, initial bool) {
 	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
+	if !ok || cm.Name != s.cfg.Name {
 		return
 	}
 	now := s.now()

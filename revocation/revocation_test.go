@@ -34,6 +34,12 @@ func (f *fakeEvictor) EvictGroup(g string, at time.Time) int {
 	return 2
 }
 
+func (f *fakeEvictor) snapshot() (users, groups []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.users), slices.Clone(f.groups)
+}
+
 func TestKeys(t *testing.T) {
 	for _, r := range []Revocation{{UserID: "1002"}, {Team: "acme/platform-admins"}} {
 		got, ok := parseKey(r.key())
@@ -85,7 +91,9 @@ func TestObserve(t *testing.T) {
 		s.now = func() time.Time { return now }
 		return s
 	}
-	cm := func(data map[string]string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: data} }
+	cm := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: DefaultName}, Data: data}
+	}
 
 	t.Run("a replica starting later honours revocations younger than Keep, from their time", func(t *testing.T) {
 		ev := &fakeEvictor{}
@@ -153,5 +161,62 @@ func TestFlushWritesTheConfigMap(t *testing.T) {
 	}
 	if len(cm.Data) != 2 || cm.Data["user.1"] == "" || cm.Data["team.acme.x"] == "" || len(s.pending) != 0 {
 		t.Fatalf("ConfigMap data %v, pending %v", cm.Data, s.pending)
+	}
+}
+
+// TestEveryReplicaEvicts: two replicas share one API (the fake clientset); a revocation
+// delivered to replica 1 reaches replica 2 within 2 s, and a replica started afterwards
+// honours it.
+func TestEveryReplicaEvicts(t *testing.T) {
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(ev *fakeEvictor) *Shared {
+		s, err := NewShared(Config{Client: client, Namespace: "octogate-system", Keep: time.Hour, Evictor: ev, GroupPrefix: "github:"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		select {
+		case <-s.Synced():
+		case <-time.After(10 * time.Second):
+			t.Fatal("not synced")
+		}
+		return s
+	}
+	ev1, ev2 := &fakeEvictor{}, &fakeEvictor{}
+	r1, _ := start(ev1), start(ev2)
+	sent := time.Now()
+	r1.Revoke(ctx, Revocation{UserID: "1002", At: sent})
+	r1.Revoke(ctx, Revocation{Team: "acme/platform", At: sent})
+	for {
+		ev2.mu.Lock()
+		got := len(ev2.users) == 1 && len(ev2.groups) == 1
+		ev2.mu.Unlock()
+		if got {
+			break
+		}
+		if time.Since(sent) > 2*time.Second {
+			t.Fatalf("replica 2 evicted users %v groups %v within 2s", ev2.users, ev2.groups)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("replica 2 evicted %v after the revocation at replica 1", time.Since(sent).Round(time.Millisecond))
+	ev3 := &fakeEvictor{}
+	start(ev3)
+	for {
+		users, groups := ev3.snapshot()
+		if slices.Equal(users, []string{"1002"}) && slices.Equal(groups, []string{"github:acme/platform"}) {
+			break
+		}
+		if time.Since(sent) > 5*time.Second {
+			t.Fatalf("a replica started later evicted users %v groups %v", users, groups)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if users, _ := ev1.snapshot(); len(users) != 1 {
+		t.Fatalf("replica 1 evicted %v; its own revocation must not be applied twice", users)
 	}
 }
