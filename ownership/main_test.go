@@ -128,7 +128,10 @@ func startController(ctx context.Context, cfg *rest.Config) (<-chan error, error
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, Logger: log}); err != nil {
+	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, OrphanOwnerGroup: testOrphanGroup, Logger: log}); err != nil {
+		return nil, err
+	}
+	if testOrphaner, err = NewOrphaner(mgr, log); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)

@@ -53,6 +53,10 @@ type Config struct {
 	// every owned Namespace (LoadQuotaFile reads OCTOGATE_DEFAULT_QUOTA_FILE). Nil: quotas
 	// are left alone.
 	DefaultQuota *corev1.ResourceQuotaSpec
+	// OrphanOwnerGroup (OCTOGATE_ORPHAN_OWNER_GROUP), when set, is the group bound to
+	// OwnerClusterRole in orphaned Namespaces (AnnotationOrphanedAt) instead of their creator,
+	// e.g. "github:acme/platform". Empty: orphaned Namespaces get no owner binding.
+	OrphanOwnerGroup string
 	// Logger receives the controller's logs (controller-runtime's included). Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -112,6 +116,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		events:      mgr.GetEventRecorder(ControllerName),
 		log:         log,
 		clusterRole: cfg.OwnerClusterRole,
+		orphanGroup: cfg.OrphanOwnerGroup,
 		quota:       cfg.DefaultQuota,
 	}
 	toNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {

@@ -6,7 +6,8 @@ import (
 )
 
 // RBACRules returns the ClusterRole rules the ownership controller needs when it binds
-// ownerClusterRole (empty: DefaultOwnerClusterRole): read Namespaces; manage RoleBindings and
+// ownerClusterRole (empty: DefaultOwnerClusterRole): read Namespaces and patch them (the
+// orphan annotations, Orphaner); manage RoleBindings and
 // ResourceQuotas (cluster-wide, because it acts in every namespace; it lists only objects
 // labelled LabelManagedBy=ManagedByValue); bind ownerClusterRole, without which the API server
 // refuses to create a RoleBinding granting permissions the controller does not hold itself
@@ -17,7 +18,7 @@ func RBACRules(ownerClusterRole string) []rbacv1.PolicyRule {
 		ownerClusterRole = DefaultOwnerClusterRole
 	}
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{corev1.GroupName}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{corev1.GroupName}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{corev1.GroupName}, Resources: []string{"resourcequotas"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{ownerClusterRole}},

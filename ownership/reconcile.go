@@ -38,6 +38,7 @@ type reconciler struct {
 	log       *slog.Logger
 
 	clusterRole string
+	orphanGroup string // bound in orphaned Namespaces instead of the creator; "" binds no one
 	quota       *corev1.ResourceQuotaSpec
 }
 
@@ -55,6 +56,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	creator, owned := ns.Annotations[AnnotationCreator]
 	subject, ok := subjectFor(creator)
+	if Orphaned(ns) {
+		subject, ok = orphanSubject(r.orphanGroup)
+	}
 	if err := r.reconcileBinding(ctx, ns, subject, owned && ok); err != nil {
 		r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "RoleBinding %s: %v", RoleBindingName, err)
 		return reconcile.Result{}, err

@@ -35,6 +35,8 @@ type cache struct {
 	now          func() time.Time
 	m            *metrics
 	log          *slog.Logger
+	// index finds the entries of one GitHub user or group for EvictUser and EvictGroup.
+	index *userIndex
 }
 
 // entry is immutable once in the cache; changes replace it.
@@ -71,12 +73,13 @@ func newCache(cfg Config, next Lookup, m *metrics, log *slog.Logger) (*cache, er
 	if err != nil {
 		return nil, err
 	}
-	entries, err := lru.New[[sha256.Size]byte, *entry](size)
+	index := newUserIndex(ttl + StaleFor)
+	entries, err := lru.NewWithEvict(size, func(k [sha256.Size]byte, _ *entry) { index.drop(k) })
 	if err != nil {
 		return nil, err
 	}
 	return &cache{
-		next: next, entries: entries, ttl: ttl, negTTL: negTTL, staleFor: StaleFor,
+		next: next, entries: entries, ttl: ttl, negTTL: negTTL, staleFor: StaleFor, index: index,
 		lookups: make(chan struct{}, maxLookups),
 		errSaturated: unavailable(ReasonSaturated, nil, "GitHub lookups are saturated: %d lookups are already waiting on GitHub, "+
 			"which is slow to answer; retry shortly", maxLookups),
@@ -112,7 +115,7 @@ func (c *cache) fresh(e *entry, now time.Time) (result, bool) {
 	switch {
 	case e.refusal != nil && now.Before(e.refusedUntil):
 		return result{err: e.refusal, hit: true}, true
-	case e.id != nil && e.refusal == nil && now.Sub(e.fetched) < c.ttl:
+	case e.id != nil && e.refusal == nil && now.Sub(e.fetched) < c.ttl && !c.index.revokedSince(e.id.UID, e.fetched):
 		return result{id: *e.id, hit: true}, true
 	}
 	return result{}, false
@@ -145,6 +148,7 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 	}
 
 	// The flight's callers share this lookup; one caller going away must not cancel it.
+	started := now
 	id, err := c.next.Lookup(context.WithoutCancel(ctx), token)
 	now = c.now()
 	switch {
@@ -153,10 +157,17 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 		// The cache keeps only what answers and logs need: the encoded status.user carries
 		// the groups and extra, so the structured copies are not kept per token.
 		kept := Identity{Username: id.Username, UID: id.UID, userJSON: id.userJSON}
+		if c.index.revokedSince(id.UID, started) {
+			// Revoked while GitHub was answering: answer, but let the next review ask again.
+			c.entries.Remove(key)
+			return result{id: id}
+		}
 		c.entries.Add(key, &entry{id: &kept, fetched: now})
+		c.index.put(key, id.UID, id.Groups)
 		return result{id: id}
 	case errors.Is(err, ErrRefused):
 		c.entries.Add(key, &entry{refusal: err, refusedUntil: now.Add(c.negTTL)})
+		c.index.drop(key)
 		return result{err: err}
 	}
 	if !errors.Is(err, ErrUnavailable) {
@@ -181,7 +192,7 @@ func (c *cache) fill(ctx context.Context, key [sha256.Size]byte, token string) r
 
 // stale answers e's identity if it is younger than staleFor, else err.
 func (c *cache) stale(e *entry, now time.Time, err error) result {
-	if e.id != nil && now.Sub(e.fetched) < c.staleFor {
+	if e.id != nil && now.Sub(e.fetched) < c.staleFor && !c.index.revokedSince(e.id.UID, e.fetched) {
 		return result{id: *e.id, stale: true}
 	}
 	return result{err: err}

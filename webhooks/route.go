@@ -30,6 +30,9 @@ type route struct {
 	maxBody int64
 	// tooLarge is the message of the route's 413 answer.
 	tooLarge string
+	// public routes (GitHub's webhooks) authenticate requests themselves and never ask for
+	// a client certificate (WithoutClientCert).
+	public bool
 }
 
 // RouteOption changes one route mounted with Server.Handle.
@@ -45,6 +48,13 @@ func WithMaxBodyBytes(n int64) RouteOption {
 		panic(fmt.Sprintf("webhooks: WithMaxBodyBytes(%d): want a positive size", n))
 	}
 	return func(rt *route) { rt.maxBody = n }
+}
+
+// WithoutClientCert exempts the route from the client-certificate requirement, for callers
+// that cannot present one (GitHub's webhooks) and whose handler authenticates each request
+// itself (a signature).
+func WithoutClientCert() RouteOption {
+	return func(rt *route) { rt.public = true }
 }
 
 // bodyLimitText is a limit in the words of a 413 answer: "1 MiB", "16 KiB", else bytes.
@@ -92,7 +102,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.finish(r, &req.rw, outcome, start)
 	}()
 
-	if rt.s.requireClientCert && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+	if rt.s.requireClientCert && !rt.public && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 		WriteError(&req.rw, http.StatusUnauthorized, "a client certificate signed by the configured client CA is required")
 		return
 	}

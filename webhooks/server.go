@@ -185,7 +185,8 @@ func New(cfg Config) (*Server, error) {
 // and the in-flight limit, with the request log and metrics labelled webhook=<webhook>.
 // Call it before Run; it panics afterwards or with an empty webhook name (programming errors).
 //
-// Options change the route: WithMaxBodyBytes sets its own body limit.
+// Options change the route: WithMaxBodyBytes sets its own body limit, WithoutClientCert
+// exempts it from the client-certificate requirement.
 func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOption) {
 	if s.started.Load() {
 		panic("webhooks: Handle called after Run")

@@ -29,6 +29,7 @@ func TestClientCertificates(t *testing.T) {
 	writeFile(t, caFile, clientCA.CertPEM)
 	ts := startServer(t, webhooks.Config{ClientCAFile: caFile}, func(s *webhooks.Server) {
 		s.Handle("/authenticate", "authenticate", echo)
+		s.Handle("/github/webhook", "github-webhook", echo, webhooks.WithoutClientCert())
 	})
 
 	issue := func(ca *certs.CA) *tls.Certificate {
@@ -67,6 +68,7 @@ func TestClientCertificates(t *testing.T) {
 		{"webhook request with a client cert from the client CA is served", issue(clientCA), "POST", "/authenticate", 200},
 		{"client cert from another CA fails the handshake", issue(strangerCA), "POST", "/authenticate", 0},
 		{"server-auth-only cert from the client CA fails the handshake", &servingCert, "POST", "/authenticate", 0},
+		{"a public route (GitHub webhook) needs no client cert", nil, "POST", "/github/webhook", 200},
 		{"healthz needs no client cert", nil, "GET", "/healthz", 200},
 		{"readyz needs no client cert", nil, "GET", "/readyz", 200},
 		{"metrics need no client cert", nil, "GET", "/metrics", 200},

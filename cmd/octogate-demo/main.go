@@ -107,6 +107,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
+	var standin *githubapi.Server
 	if realGitHub {
 		cfg.GitHubAPIURL = apiURL
 		cfg.GitHubCAFile = os.Getenv("OCTOGATE_GITHUB_CA_FILE")
@@ -136,6 +137,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		githubURL = strings.TrimSuffix(gh.URL(), "/")
 		doctor = fmt.Sprintf("GITHUB_TOKEN=%s %s doctor --github-url %s --github-ca-file %s --github-orgs %s",
 			cluster.CarolToken, binary, strings.TrimSuffix(gh.URL(), "/"), cfg.GitHubCAFile, cfg.Orgs[0])
+		cfg.OctogateEnv = append(cfg.OctogateEnv, revocationEnv...)
+		standin = gh
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 		actions = newActionsDemo(cfg.GitHubCAFile)
 		defer actions.issuer.Close()
@@ -197,6 +200,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	if actions != nil {
 		actions.printTour(filepath.Join(root, "bin", "k8s"))
+	}
+	if standin != nil {
+		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
 	select {
 	case <-ctx.Done():

@@ -50,6 +50,11 @@ type serveConfig struct {
 	MaxInflight             int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After; 0: max(64, 32 x GOMAXPROCS)"`
 	ShutdownDelay           time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
 	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
+	GitHubWebhookSecret     string        `env:"OCTOGATE_GITHUB_WEBHOOK_SECRET" help:"secret of the GitHub org webhook delivered to POST /github/webhook; unset: the route answers 404"`
+	Namespace               string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations ConfigMap) outside a cluster; in a pod: the pod's namespace"`
+	OrphanOwnerGroup        string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
+	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators, re-read on change; unset: no check"`
+	MembershipResync        time.Duration `env:"OCTOGATE_MEMBERSHIP_RESYNC" envDefault:"1h" help:"period of the membership check of namespace creators, spread over the period"`
 }
 
 // flagName turns OCTOGATE_FOO_BAR into foo-bar.
@@ -190,6 +195,8 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_USERNAME_FORMAT", c.UsernameFormat, "one of "+strings.Join(tokenreview.UsernameFormats, ", "))
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return bad("OCTOGATE_LOG_FORMAT", c.LogFormat, "text or json")
+	case c.MembershipResync <= 0:
+		return bad("OCTOGATE_MEMBERSHIP_RESYNC", c.MembershipResync.String(), "a positive duration")
 	case c.OwnerClusterRole == "":
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}

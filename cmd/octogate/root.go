@@ -39,6 +39,7 @@ func newRootCmd() *cobra.Command {
 		newCredentialCmd(),
 		newDoctorCmd(),
 		newVersionCmd(),
+		newOwnersCmd(),
 	)
 	return root
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/octogate/octogate/actionsoidc"
 	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/githubwebhook"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
@@ -32,7 +33,7 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the webhook server and the namespace ownership controller",
 		Long: `Run the TLS webhook server (/authenticate, /authorize, /mutate/namespaces,
-/validate/namespaces, /healthz, /readyz, /metrics) and, unless OCTOGATE_CONTROLLER=false,
+/validate/namespaces, /github/webhook, /healthz, /readyz, /metrics) and, unless OCTOGATE_CONTROLLER=false,
 the ownership controller. Configuration comes from OCTOGATE_* variables; each has a flag
 of the same name that overrides it.`,
 		Args: cobra.NoArgs,
@@ -128,10 +129,21 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 
 	var mgr manager.Manager
+	var orphaner *ownership.Orphaner
 	if cfg.Controller {
 		if mgr, err = newManager(cfg, log); err != nil {
 			return err
 		}
+		if orphaner, err = ownership.NewOrphaner(mgr, log); err != nil {
+			return err
+		}
+		if err := addMembershipCheck(cfg, mgr, orphaner, log); err != nil {
+			return err
+		}
+	}
+	ghHook, runRevocations, err := githubWebhook(cfg, authn, orphaner, registry, log)
+	if err != nil {
+		return namedError(err)
 	}
 
 	server, err := webhooks.New(webhooks.Config{
@@ -155,6 +167,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
+	if ghHook != nil {
+		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert())
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.Run(ctx) })
@@ -165,6 +180,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
+	}
+	if runRevocations != nil {
+		g.Go(func() error { return runRevocations(ctx) })
 	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
@@ -205,6 +223,7 @@ func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
 	}
 	err = ownership.Setup(mgr, ownership.Config{
 		OwnerClusterRole: cfg.OwnerClusterRole,
+		OrphanOwnerGroup: cfg.OrphanOwnerGroup,
 		DefaultQuota:     quota,
 		Logger:           log,
 	})

@@ -35,6 +35,9 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET "+prefix+"/user", s.rest("/user", s.getUser))
 		mux.HandleFunc("GET "+prefix+"/user/memberships/orgs/{org}", s.rest("/user/memberships/orgs/{org}", s.getMembership))
 		mux.HandleFunc("GET "+prefix+"/user/teams", s.rest("/user/teams", s.listTeams))
+		mux.HandleFunc("GET "+prefix+"/user/{id}", s.rest("/user/{id}", s.getUserByID))
+		mux.HandleFunc("GET "+prefix+"/orgs/{org}/members/{username}", s.rest("/orgs/{org}/members/{username}", s.checkMember))
+		mux.HandleFunc("DELETE "+prefix+"/orgs/{org}/members/{username}", s.rest("/orgs/{org}/members/{username}", s.removeMember))
 	}
 	mux.HandleFunc("POST /login/device/code", s.deviceCode)
 	mux.HandleFunc("POST /login/oauth/access_token", s.accessToken)

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/octogate/octogate/githubwebhook"
+	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/revocation"
+	"github.com/octogate/octogate/tokenreview"
+)
+
+// githubWebhook builds POST /github/webhook and the revocation channel behind it, or returns
+// nil when OCTOGATE_GITHUB_WEBHOOK_SECRET is unset. run, when not nil, must run for the
+// process's lifetime (it shares revocations with the other replicas).
+func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *ownership.Orphaner, reg prometheus.Registerer, log *slog.Logger) (h *githubwebhook.Handler, run func(context.Context) error, err error) {
+	if cfg.GitHubWebhookSecret == "" {
+		log.Info("GitHub org webhooks are off (OCTOGATE_GITHUB_WEBHOOK_SECRET unset): POST /github/webhook answers 404; access ends when caches expire")
+		return nil, nil, nil
+	}
+	m, err := revocation.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix := cfg.UsernamePrefix
+	if prefix == "-" {
+		prefix = ""
+	}
+	var revoker revocation.Revoker = revocation.Local{Evictor: authn, GroupPrefix: prefix, Metrics: m}
+	if shared, why := sharedRevoker(cfg, authn, prefix, m, log); shared != nil {
+		revoker, run = shared, shared.Run
+	} else {
+		log.Warn("GitHub webhook revocations evict in this process only: "+why+"; run one replica, or give octogate Kubernetes access", "configmap", revocation.DefaultName)
+	}
+	var o githubwebhook.Orphaner
+	if orphaner != nil {
+		o = orphaner
+	}
+	h, err = githubwebhook.New(githubwebhook.Config{
+		Secret:     []byte(cfg.GitHubWebhookSecret),
+		Orgs:       cfg.GitHubOrgs,
+		Revoker:    revoker,
+		Orphaner:   o,
+		Logger:     log,
+		Registerer: reg,
+	})
+	return h, run, err
+}
+
+// sharedRevoker returns a ConfigMap-backed revoker when the process can reach the Kubernetes
+// API and knows its namespace, else nil and why not.
+func sharedRevoker(cfg serveConfig, authn *tokenreview.Handler, prefix string, m *revocation.Metrics, log *slog.Logger) (*revocation.Shared, string) {
+	ns := cfg.Namespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, "no namespace for the revocations ConfigMap (set OCTOGATE_NAMESPACE outside a cluster)"
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, "no Kubernetes API (in-cluster config or KUBECONFIG)"
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, "Kubernetes client: " + err.Error()
+	}
+	shared, err := revocation.NewShared(revocation.Config{
+		Client: client, Namespace: ns,
+		Keep:    cfg.TokenCacheTTL + tokenreview.StaleFor,
+		Evictor: authn, GroupPrefix: prefix, Metrics: m, Logger: log,
+	})
+	if err != nil {
+		return nil, err.Error()
+	}
+	return shared, ""
+}
+
+// addMembershipCheck adds the periodic membership check of namespace creators to mgr when
+// OCTOGATE_GITHUB_ORG_TOKEN_FILE is set.
+func addMembershipCheck(cfg serveConfig, mgr manager.Manager, orphaner *ownership.Orphaner, log *slog.Logger) error {
+	if cfg.GitHubOrgTokenFile == "" {
+		return nil
+	}
+	tr, err := githubTransport(cfg.GitHubCAFile)
+	if err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
+	}
+	checker := &ownership.MembershipChecker{Orgs: cfg.GitHubOrgs, TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
+	if _, err := checker.Client(); err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
+	}
+	return mgr.Add(&ownership.Periodic{Checker: checker, Orphaner: orphaner, Period: cfg.MembershipResync, Log: log})
+}
+
+// githubTransport trusts the system roots and, when set, caFile.
+func githubTransport(caFile string) (http.RoundTripper, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile == "" {
+		return tr, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in file")
+	}
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tr, nil
+}

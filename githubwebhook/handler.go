@@ -1,0 +1,243 @@
+package githubwebhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v57/github"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/revocation"
+	"github.com/octogate/octogate/webhooks"
+)
+
+// Path is where the route is mounted.
+const Path = "/github/webhook"
+
+// DefaultDeliveries is how many X-GitHub-Delivery ids are remembered to recognise redeliveries.
+const DefaultDeliveries = 10000
+
+// orphanTimeout bounds the orphaning a delivery triggers; GitHub waits 10 s for an answer
+// (https://docs.github.com/webhooks/using-webhooks/best-practices-for-using-webhooks#respond-within-10-seconds).
+const orphanTimeout = 8 * time.Second
+
+// Orphaner orphans the namespaces created by the GitHub user uid (ownership.Orphaner):
+// it returns how many namespaces it orphaned now.
+type Orphaner interface {
+	Orphan(ctx context.Context, uid, reason string) (int, error)
+}
+
+// Config configures New.
+type Config struct {
+	// Secret is the webhook secret (OCTOGATE_GITHUB_WEBHOOK_SECRET); required.
+	Secret []byte
+	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS); a member_removed in one of them orphans
+	// the person's namespaces. "*" matches every org.
+	Orgs []string
+	// Revoker evicts cached identities (revocation.Local or revocation.Shared); required.
+	Revoker revocation.Revoker
+	// Orphaner, when not nil, orphans a removed member's namespaces.
+	Orphaner Orphaner
+	// Deliveries is how many delivery ids are remembered (default DefaultDeliveries).
+	Deliveries int
+	Logger     *slog.Logger
+	// Registerer receives octogate_github_webhook_deliveries_total. Nil: not registered.
+	Registerer prometheus.Registerer
+}
+
+// Handler serves POST /github/webhook.
+type Handler struct {
+	secret     []byte
+	rules      rules
+	revoker    revocation.Revoker
+	orphaner   Orphaner
+	deliveries *lru.Cache[string, struct{}]
+	log        *slog.Logger
+	count      *prometheus.CounterVec
+	now        func() time.Time
+}
+
+// New validates cfg. Errors name the field.
+func New(cfg Config) (*Handler, error) {
+	if len(cfg.Secret) == 0 {
+		return nil, errors.New("githubwebhook: Secret is empty")
+	}
+	if cfg.Revoker == nil {
+		return nil, errors.New("githubwebhook: Revoker is nil")
+	}
+	if cfg.Deliveries == 0 {
+		cfg.Deliveries = DefaultDeliveries
+	}
+	if cfg.Deliveries < 0 {
+		return nil, fmt.Errorf("githubwebhook: Deliveries %d: must be positive", cfg.Deliveries)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	seen, err := lru.New[string, struct{}](cfg.Deliveries)
+	if err != nil {
+		return nil, err
+	}
+	count := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "octogate_github_webhook_deliveries_total",
+		Help: "GitHub webhook deliveries by event, action and result (evicted, orphaned, no-change, pong, duplicate, ignored, bad-signature, bad-request, error). Event and action are \"\" for deliveries whose signature did not verify, \"other\" for ones octogate does not act on.",
+	}, []string{"event", "action", "result"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(count); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+			count = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	return &Handler{
+		secret: cfg.Secret, rules: newRules(cfg.Orgs), revoker: cfg.Revoker, orphaner: cfg.Orphaner,
+		deliveries: seen, log: cfg.Logger, count: count, now: time.Now,
+	}, nil
+}
+
+// answer is the JSON body of every answer; GitHub shows it in the delivery's details.
+type answer struct {
+	Result    string `json:"result"`
+	Message   string `json:"message,omitempty"`
+	Evicted   int    `json:"evicted,omitempty"`
+	Orphaned  int    `json:"orphaned,omitempty"`
+	Delivery  string `json:"delivery,omitempty"`
+	EventName string `json:"event,omitempty"`
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	event := github.WebHookType(r)
+	delivery := github.DeliveryID(r)
+	status, a, ev := h.serve(r, event, delivery)
+	a.Delivery = delivery
+	h.count.WithLabelValues(ev.event, ev.action, a.Result).Inc()
+	webhooks.Record(r.Context(), webhooks.Outcome{Decision: a.Result, User: ev.subject, Reason: strings.Trim(ev.event+"."+ev.action, ".")})
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "GitHub webhook delivery",
+		slog.String("delivery", delivery), slog.String("event", ev.event), slog.String("action", ev.action),
+		slog.String("result", a.Result), slog.String("subject", ev.subject),
+		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// labels are the metric labels and log fields of one delivery, trusted only once the
+// signature verified.
+type labels struct{ event, action, subject string }
+
+func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, labels) {
+	body, err := webhooks.ReadBody(r)
+	if err != nil {
+		return http.StatusBadRequest, answer{Result: "bad-request", Message: "reading the body failed"}, labels{}
+	}
+	if len(body) > webhooks.MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, answer{Result: "bad-request", Message: "body larger than 1 MiB"}, labels{}
+	}
+	payload, status, msg := h.verify(r, body)
+	if status != 0 {
+		result := "bad-request"
+		if status == http.StatusUnauthorized {
+			result = "bad-signature"
+		}
+		return status, answer{Result: result, Message: msg}, labels{}
+	}
+	lb := labels{event: eventLabel(event)}
+	if delivery != "" && h.deliveries.Contains(delivery) {
+		return http.StatusOK, answer{Result: "duplicate", Message: "this delivery was handled before; nothing changed"}, lb
+	}
+	var d decision
+	if lb.event == "other" {
+		d = decision{result: "ignored"}
+	} else {
+		parsed, err := github.ParseWebHook(event, payload)
+		if err != nil {
+			return http.StatusBadRequest, answer{Result: "bad-request", Message: "the payload is not a " + event + " event: " + jsonProblem(err)}, lb
+		}
+		d = h.rules.decide(parsed)
+	}
+	lb.action, lb.subject = actionLabel(d.action), d.subject
+	a, status := h.act(r.Context(), d)
+	if status < 500 && delivery != "" {
+		h.deliveries.Add(delivery, struct{}{})
+	}
+	a.EventName = event
+	return status, a, lb
+}
+
+// verify checks the signature and the content type and returns the JSON payload, or a status
+// and message.
+func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
+	sig := r.Header.Get(github.SHA256SignatureHeader)
+	if sig == "" {
+		// go-github would fall back to the SHA-1 X-Hub-Signature; octogate asks for SHA-256.
+		return nil, http.StatusUnauthorized, "missing X-Hub-Signature-256: set a secret on the webhook"
+	}
+	if err := github.ValidateSignature(sig, body, h.secret); err != nil {
+		return nil, http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body and the configured secret"
+	}
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (ct != "application/json" && ct != "application/x-www-form-urlencoded") {
+		return nil, http.StatusUnsupportedMediaType, "Content-Type must be application/json or application/x-www-form-urlencoded"
+	}
+	// ValidatePayload reads r.Body; give it the bytes already read.
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	payload, err := github.ValidatePayload(r, h.secret)
+	if err != nil {
+		return nil, http.StatusBadRequest, "the payload could not be read: " + err.Error()
+	}
+	return payload, 0, ""
+}
+
+// act carries out d.
+func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
+	a := answer{Result: d.result}
+	for _, rv := range d.revoke {
+		rv.At = h.now()
+		a.Evicted += h.revoker.Revoke(ctx, rv)
+	}
+	if d.orphan != nil && h.orphaner != nil {
+		ctx, cancel := context.WithTimeout(ctx, orphanTimeout)
+		defer cancel()
+		n, err := h.orphaner.Orphan(ctx, d.orphan.uid, d.orphan.reason)
+		a.Orphaned = n
+		if err != nil {
+			// Cached identities are gone already; orphaning is retried when GitHub redelivers
+			// (the delivery id is not remembered) and by the periodic membership check.
+			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, Message: "orphaning the namespaces failed: " + err.Error()}, http.StatusInternalServerError
+		}
+	}
+	switch d.result {
+	case "ignored":
+		a.Message = "octogate does not act on this event"
+		return a, http.StatusAccepted
+	case "pong":
+		return a, http.StatusOK
+	}
+	return a, http.StatusOK
+}
+
+// jsonProblem names what is wrong with a payload without quoting it.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at offset %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %s has the wrong type", te.Field)
+	}
+	return "invalid JSON"
+}

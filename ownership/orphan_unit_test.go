@@ -1,0 +1,111 @@
+package ownership
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/octogate/octogate/admission"
+)
+
+type fakeEvents struct{ *events.FakeRecorder }
+
+func (fakeEvents) AnnotatedEventf(_, _ runtime.Object, _ map[string]string, _, _, _, _ string, _ ...any) {
+}
+
+func namespace(name, creator, uid string, extra map[string]string) *corev1.Namespace {
+	a := map[string]string{AnnotationCreator: creator, admission.AnnotationCreatorUID: uid}
+	for k, v := range extra {
+		a[k] = v
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: a, ResourceVersion: "1"}}
+}
+
+// TestOrphanWithoutAPIServer runs the Orphaner and the reconciler against controller-runtime's
+// fake client: matched by uid, annotated once, and the binding follows the annotation.
+func TestOrphanWithoutAPIServer(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := fake.NewClientBuilder().
+		WithIndex(&corev1.Namespace{}, creatorUIDField, func(o client.Object) []string {
+			if uid := o.GetAnnotations()[admission.AnnotationCreatorUID]; uid != "" {
+				return []string{uid}
+			}
+			return nil
+		}).
+		WithObjects(
+			namespace("bob-a", "github:bob:1002", "1002", nil),
+			namespace("bob-old", "github:bob:1002", "1002", map[string]string{AnnotationOrphanedAt: "2020-01-01T00:00:00Z", AnnotationOrphanedReason: "first"}),
+			namespace("new-bob", "github:bob:2002", "2002", nil), // the login bob, now someone else's
+		).Build()
+	rec := events.NewFakeRecorder(10)
+	o := &Orphaner{client: c, api: c, events: fakeEvents{rec}, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	ctx := context.Background()
+
+	n, err := o.Orphan(ctx, "1002", "removed from GitHub organization acme")
+	if err != nil || n != 1 {
+		t.Fatalf("Orphan = %d, %v; want 1 (bob-old was orphaned before)", n, err)
+	}
+	get := func(name string) *corev1.Namespace {
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	if a := get("bob-a").Annotations; a[AnnotationOrphanedAt] != "2026-12-01T12:00:00Z" || a[AnnotationOrphanedReason] != "removed from GitHub organization acme" {
+		t.Fatalf("bob-a annotations %v", a)
+	}
+	if a := get("bob-old").Annotations; a[AnnotationOrphanedReason] != "first" {
+		t.Fatalf("an orphaned namespace was orphaned again: %v", a)
+	}
+	if Orphaned(get("new-bob")) {
+		t.Fatal("matched by login, not uid")
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, ReasonOrphaned) || !strings.Contains(e, "github:bob:1002") {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no event")
+	}
+
+	for _, tc := range []struct {
+		name, ns, group string
+		want            *rbacv1.Subject
+	}{
+		{"orphaned namespace binds the fallback group", "bob-a", "github:acme/platform",
+			&rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "github:acme/platform"}},
+		{"orphaned namespace without a fallback group binds no one", "bob-old", "", nil},
+		{"a namespace not orphaned binds its creator", "new-bob", "github:acme/platform",
+			&rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "github:bob:2002"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &reconciler{client: c, owned: c, apiReader: c, events: fakeEvents{events.NewFakeRecorder(10)},
+				log: slog.New(slog.DiscardHandler), clusterRole: "admin", orphanGroup: tc.group}
+			if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: tc.ns}}); err != nil {
+				t.Fatal(err)
+			}
+			rb := &rbacv1.RoleBinding{}
+			err := c.Get(ctx, types.NamespacedName{Namespace: tc.ns, Name: RoleBindingName}, rb)
+			switch {
+			case tc.want == nil && err == nil:
+				t.Fatalf("binding %+v, want none", rb.Subjects)
+			case tc.want != nil && (err != nil || len(rb.Subjects) != 1 || rb.Subjects[0] != *tc.want):
+				t.Fatalf("binding %+v %v, want %+v", rb.Subjects, err, *tc.want)
+			}
+		})
+	}
+}

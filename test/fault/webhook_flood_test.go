@@ -1,0 +1,139 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/octogate/octogate/internal/githubapi"
+)
+
+// TestGitHubWebhookFloodLeavesOtherRoutesAlone: 10,000 valid, signed member_removed
+// deliveries for users octogate has never seen, while kube-apiserver's requests (cached
+// TokenReviews, SubjectAccessReviews) keep coming. Every delivery is answered, the other
+// routes' latency stays within bounds, and memory stays bounded (the delivery-id LRU and the
+// revocations kept hold 10,000 entries each).
+func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
+	const (
+		deliveries = 10000
+		senders    = 16
+		secret     = "fault-webhook-secret"
+	)
+	gh := newGitHub(t)
+	o := startOctogate(t, gh, "", "OCTOGATE_GITHUB_WEBHOOK_SECRET="+secret)
+	if a, err := o.review(o.client, aliceToken); err != nil || !a.Status.Authenticated {
+		t.Fatalf("warm-up: %v %v", a, err)
+	}
+	checks := []check{cachedCheck(aliceToken), authorizeCheck}
+
+	// measure runs the checks in a loop on 4 workers until stop is closed.
+	measure := func(stop <-chan struct{}) (latencies, int) {
+		var mu sync.Mutex
+		var lat latencies
+		var bad atomic.Int32
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				c := o.newClient(true)
+				defer c.CloseIdleConnections()
+				for i := w; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ch := checks[i%len(checks)]
+					start := time.Now()
+					a, err := post(c, o.url+ch.path, ch.body)
+					d := time.Since(start)
+					if err != nil || !ch.ok(a) {
+						bad.Add(1)
+						continue
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+				}
+			})
+		}
+		<-stop
+		wg.Wait()
+		return lat, int(bad.Load())
+	}
+
+	rss := func() int64 { return procStatus(t, o.cmd.Process.Pid)["VmRSS"] }
+	stop := make(chan struct{})
+	go func() { time.Sleep(3 * time.Second); close(stop) }()
+	before, bad := measure(stop)
+	if bad > 0 {
+		t.Fatalf("%d failed requests before the flood", bad)
+	}
+	rssBefore := rss()
+
+	org := githubapi.Account{Login: org, ID: 9001}
+	sender := githubapi.Account{Login: "owner", ID: 1}
+	stop = make(chan struct{})
+	type result struct {
+		lat latencies
+		bad int
+	}
+	during := make(chan result, 1)
+	go func() { l, b := measure(stop); during <- result{l, b} }()
+
+	var next atomic.Int64
+	var failed atomic.Int32
+	var firstErr atomic.Value
+	floodStart := time.Now()
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			c := o.newClient(true)
+			defer c.CloseIdleConnections()
+			for {
+				i := next.Add(1)
+				if i > deliveries {
+					return
+				}
+				d := githubapi.Delivery{Event: "organization", ID: fmt.Sprintf("flood-%d", i),
+					Payload: githubapi.OrganizationPayload("member_removed", org, githubapi.Account{Login: fmt.Sprintf("user%d", i), ID: 5_000_000 + i}, sender)}
+				status, body, err := githubapi.Deliver(context.Background(), c, o.url+"/github/webhook", []byte(secret), d)
+				if err != nil || status != http.StatusOK {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("HTTP %d %s %v", status, body, err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	floodTime := time.Since(floodStart)
+	close(stop)
+	r := <-during
+	rssAfter := rss()
+
+	t.Logf("MEASURED: %d deliveries in %v (%.0f/s) by %d senders", deliveries, floodTime.Round(time.Millisecond),
+		float64(deliveries)/floodTime.Seconds(), senders)
+	t.Logf("MEASURED: other routes before the flood: %v", before)
+	t.Logf("MEASURED: other routes during the flood: %v", r.lat)
+	t.Logf("MEASURED: RSS %d MiB before, %d MiB after (+%d MiB)", rssBefore>>20, rssAfter>>20, (rssAfter-rssBefore)>>20)
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d deliveries failed, first: %v", n, firstErr.Load())
+	}
+	if r.bad > 0 {
+		t.Fatalf("%d requests to other routes failed during the flood", r.bad)
+	}
+	if v, _ := o.metric(t, `octogate_github_webhook_deliveries_total{action="member_removed",event="organization",result="evicted"}`); v != deliveries {
+		t.Fatalf("deliveries counted: %v, want %d", v, deliveries)
+	}
+	// The two cores are shared by the flood and the measured requests, so latency may rise,
+	// but kube-apiserver's requests must stay far below its webhook timeouts.
+	if p99 := r.lat.pct(0.99); p99 > max(500*time.Millisecond, 20*before.pct(0.99)) {
+		t.Errorf("other routes' p99 %v during the flood (before: %v)", p99, before.pct(0.99))
+	}
+	if grown := rssAfter - rssBefore; grown > 64<<20 {
+		t.Errorf("RSS grew by %d MiB", grown>>20)
+	}
+}

@@ -1,0 +1,172 @@
+package tokenreview
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+)
+
+// EvictUser drops every cached identity of the GitHub account uid (its numeric id as a
+// string, Identity.UID) and returns how many were dropped. From then on no identity of uid
+// that GitHub confirmed before at is answered from the cache, stale or not, and a lookup
+// that was already in flight at that time is answered but not cached: the next review asks
+// GitHub again. It is how a GitHub org webhook (member removed, user blocked, app
+// authorization revoked) ends access before CacheTTL. Revocations are remembered for
+// CacheTTL + StaleFor, the longest any identity is served. Safe for concurrent use.
+func (h *Handler) EvictUser(uid string, at time.Time) int {
+	c, ok := h.lookup.(*cache)
+	if !ok {
+		return 0
+	}
+	return c.index.evictUser(c, uid, at)
+}
+
+// EvictGroup drops every cached identity that carries group (a full group name such as
+// "github:acme/platform-admins") and revokes their users as EvictUser does; it returns how
+// many identities were dropped. Team events (a team deleted or renamed, a member removed
+// from it) change the groups of every member at once.
+func (h *Handler) EvictGroup(group string, at time.Time) int {
+	c, ok := h.lookup.(*cache)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, uid := range c.index.members(group) {
+		n += c.index.evictUser(c, uid, at)
+	}
+	return n
+}
+
+type cacheKey = [sha256.Size]byte
+
+// userIndex maps GitHub user ids and groups to the cache keys (token hashes) holding their
+// identities, and remembers recent revocations. It follows the LRU: entries leave it when
+// the LRU drops them.
+type userIndex struct {
+	mu      sync.Mutex
+	keys    map[cacheKey]indexed
+	byUser  map[string]map[cacheKey]struct{}
+	byGroup map[string]map[string]int // group -> uid -> cached identities of uid with group
+
+	revokedMu   sync.RWMutex
+	revoked     map[string]time.Time // uid -> latest revocation time
+	lastPruned  time.Time
+	keepRevoked time.Duration
+}
+
+type indexed struct {
+	uid    string
+	groups []string
+}
+
+func newUserIndex(keep time.Duration) *userIndex {
+	return &userIndex{
+		keys:        map[cacheKey]indexed{},
+		byUser:      map[string]map[cacheKey]struct{}{},
+		byGroup:     map[string]map[string]int{},
+		revoked:     map[string]time.Time{},
+		keepRevoked: keep,
+	}
+}
+
+// put records that key holds an identity of uid with groups, replacing what key held.
+func (x *userIndex) put(key cacheKey, uid string, groups []string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.dropLocked(key)
+	x.keys[key] = indexed{uid: uid, groups: groups}
+	if x.byUser[uid] == nil {
+		x.byUser[uid] = map[cacheKey]struct{}{}
+	}
+	x.byUser[uid][key] = struct{}{}
+	for _, g := range groups {
+		if x.byGroup[g] == nil {
+			x.byGroup[g] = map[string]int{}
+		}
+		x.byGroup[g][uid]++
+	}
+}
+
+// drop forgets key (the LRU dropped it, or it now holds a refusal).
+func (x *userIndex) drop(key cacheKey) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.dropLocked(key)
+}
+
+func (x *userIndex) dropLocked(key cacheKey) {
+	in, ok := x.keys[key]
+	if !ok {
+		return
+	}
+	delete(x.keys, key)
+	if ks := x.byUser[in.uid]; ks != nil {
+		delete(ks, key)
+		if len(ks) == 0 {
+			delete(x.byUser, in.uid)
+		}
+	}
+	for _, g := range in.groups {
+		if us := x.byGroup[g]; us != nil {
+			if us[in.uid]--; us[in.uid] <= 0 {
+				delete(us, in.uid)
+			}
+			if len(us) == 0 {
+				delete(x.byGroup, g)
+			}
+		}
+	}
+}
+
+func (x *userIndex) members(group string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	uids := make([]string, 0, len(x.byGroup[group]))
+	for uid := range x.byGroup[group] {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
+func (x *userIndex) evictUser(c *cache, uid string, at time.Time) int {
+	x.revoke(uid, at, c.now())
+	x.mu.Lock()
+	keys := make([]cacheKey, 0, len(x.byUser[uid]))
+	for k := range x.byUser[uid] {
+		keys = append(keys, k)
+	}
+	x.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if c.entries.Remove(k) { // the LRU's eviction callback drops k from the index
+			n++
+		}
+	}
+	return n
+}
+
+func (x *userIndex) revoke(uid string, at, now time.Time) {
+	x.revokedMu.Lock()
+	defer x.revokedMu.Unlock()
+	if prev, ok := x.revoked[uid]; !ok || at.After(prev) {
+		x.revoked[uid] = at
+	}
+	// Revocations older than the longest an identity is served no longer matter; pruned at
+	// most once a second so a burst of revocations stays linear.
+	if now.Sub(x.lastPruned) >= time.Second {
+		x.lastPruned = now
+		for u, t := range x.revoked {
+			if now.Sub(t) > x.keepRevoked {
+				delete(x.revoked, u)
+			}
+		}
+	}
+}
+
+// revokedSince reports whether uid was revoked at or after t.
+func (x *userIndex) revokedSince(uid string, t time.Time) bool {
+	x.revokedMu.RLock()
+	at, ok := x.revoked[uid]
+	x.revokedMu.RUnlock()
+	return ok && !at.Before(t)
+}
