@@ -59,6 +59,11 @@ type Config struct {
 	// /authenticate in-flight budget (OCTOGATE_MAX_INFLIGHT) so that, while GitHub is slow,
 	// lookups cannot hold every slot and cached tokens still get answers.
 	MaxLookups int
+	// ConditionalCacheBytes bounds the memory of the GitHub answers kept, per token and URL,
+	// to revalidate them with conditional requests, which cost no rate limit when nothing
+	// changed (default DefaultConditionalCacheBytes; see conditionalTransport). -1: no
+	// conditional requests.
+	ConditionalCacheBytes int
 	// Logger receives GitHub failures (never a token). Nil: discard.
 	Logger *slog.Logger
 	// Registerer receives the octogate_github_* and octogate_token_cache_* metrics. Nil: not
@@ -189,9 +194,19 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}
+	var transport http.RoundTripper = &meteredTransport{base: tr, basePath: base.Path, m: m}
+	switch n := cfg.ConditionalCacheBytes; {
+	case n == -1:
+	case n == 0:
+		transport = newConditionalTransport(transport, DefaultConditionalCacheBytes)
+	case n > 0:
+		transport = newConditionalTransport(transport, n)
+	default:
+		return nil, fmt.Errorf("tokenreview: ConditionalCacheBytes %d: must be positive, or -1 for no conditional requests", n)
+	}
 	return &gitHub{
 		base:      base,
-		transport: &meteredTransport{base: tr, basePath: base.Path, m: m},
+		transport: transport,
 		timeout:   timeout,
 		rules:     rules,
 	}, nil
