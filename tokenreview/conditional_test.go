@@ -218,7 +218,13 @@ func TestConditionalStoreBounds(t *testing.T) {
 		resp.Body.Close()
 	}
 	const body = 1000
-	entrySize := entryOverhead + body + len("https://api.github.com/user/0") + len(`"/user/0"`) + len("Etag")
+	// The size of one kept answer of /user/N.
+	sizer := newConditionalTransport(&countingTransport{size: body}, 1<<30)
+	get(t, sizer, "tok", "/user/0")
+	entrySize := sizer.bytes
+	if entrySize < body {
+		t.Fatalf("an answer of %d bytes accounted as %d", body, entrySize)
+	}
 
 	t.Run("memory stays within maxBytes, least recently used out first", func(t *testing.T) {
 		base := &countingTransport{size: body}
