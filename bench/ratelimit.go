@@ -70,7 +70,7 @@ func rateLimitUnits(scale int) []string {
 			problems = append(problems, fmt.Sprintf("ratelimit: %d units per active user-hour, goal at most %d", after.units, rateLimitGoal))
 		}
 		fmt.Printf("TARGET rate-limit units per active user-hour %d <= %d: %s\n", after.units, rateLimitGoal, verdict)
-		fmt.Printf("RESULT name=ratelimit before_units_per_user_hour=%d after_units_per_user_hour=%d\n", runs[0].units, after.units)
+		fmt.Printf("RATELIMIT before_units_per_user_hour=%d after_units_per_user_hour=%d\n", runs[0].units, after.units)
 	}
 	return problems
 }

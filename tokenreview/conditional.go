@@ -44,17 +44,22 @@ type conditionalTransport struct {
 	bytes   int // sum of the entries' size, guarded by mu
 }
 
-// DefaultConditionalCacheBytes is the default of Config.ConditionalCacheBytes: about 400 users
-// of GitHub answers kept as they came (a user's GET /user, one membership and one page of
-// teams are about 10 KiB on github.com).
-const DefaultConditionalCacheBytes = 4 << 20
+// DefaultConditionalCacheBytes is the default of Config.ConditionalCacheBytes: the answers of
+// about 100 users (a user's GET /user, one membership and one page of teams are about 10 KiB on
+// github.com). Bodies kept from tokens looked up once are churned through this store, and the Go
+// heap grows about three times what it keeps; 1 MiB keeps `octogate serve` with 10,000 cached
+// identities within 64 MiB.
+const DefaultConditionalCacheBytes = 1 << 20
 
 // maxConditionalEntries bounds the number of kept answers whatever their size.
 const maxConditionalEntries = 1 << 16
 
 // entryOverhead approximates the memory of an entry beyond its strings: the LRU's element and
-// map slot, the header map, the struct.
-const entryOverhead = 256
+// map slot, the header map, the struct; headerOverhead that of one kept header's slot and slice.
+const (
+	entryOverhead  = 512
+	headerOverhead = 64
+)
 
 // validatorKey is a kept answer's key: the token's SHA-256 (never the token) and the URL.
 type validatorKey struct {
@@ -141,13 +146,15 @@ func (t *conditionalTransport) keep(key validatorKey, resp *http.Response) (*htt
 	}
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	v := &validated{etag: etag, header: http.Header{}, body: body, confirmed: t.now()}
+	// ReadAll's buffer may be twice the body: keep an exact copy.
+	v := &validated{etag: etag, header: http.Header{}, body: bytes.Clone(body), confirmed: t.now()}
 	v.size = entryOverhead + len(key.url) + len(etag) + len(body)
 	for _, k := range keptHeaders {
 		if vs := resp.Header.Values(k); len(vs) > 0 {
 			v.header[k] = vs
+			v.size += headerOverhead + len(k)
 			for _, s := range vs {
-				v.size += len(k) + len(s)
+				v.size += len(s)
 			}
 		}
 	}
