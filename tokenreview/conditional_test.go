@@ -275,3 +275,56 @@ func TestConditionalStoreBounds(t *testing.T) {
 		}
 	})
 }
+
+// FuzzConditionalTransport sends GETs answered with any status, ETag and body, twice: the
+// transport never panics, and every 200 it returns carries the body the server sent for it or,
+// on a 304, the body it kept for the same token and URL.
+func FuzzConditionalTransport(f *testing.F) {
+	f.Add(200, `"abc"`, []byte(`{"login":"alice"}`), 304)
+	f.Add(200, `W/"abc"`, []byte(`[]`), 200)
+	f.Add(200, ``, []byte(`{}`), 304)
+	f.Add(404, `"abc"`, []byte(`{"message":"Not Found"}`), 304)
+	f.Add(200, "\"\x00\"", []byte{}, 500)
+	f.Fuzz(func(t *testing.T, firstStatus int, etag string, body []byte, secondStatus int) {
+		if firstStatus < 100 || firstStatus > 999 || secondStatus < 100 || secondStatus > 999 {
+			return
+		}
+		statuses := []int{firstStatus, secondStatus}
+		n := 0
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			status := statuses[n]
+			n++
+			h := http.Header{}
+			h.Set("ETag", etag)
+			return &http.Response{StatusCode: status, Header: h, Request: req, Body: io.NopCloser(strings.NewReader(string(body)))}, nil
+		})
+		ct := newConditionalTransport(base, 1<<20)
+		var kept []byte
+		for i := range statuses {
+			req := httptest.NewRequest(http.MethodGet, "https://api.github.com/user", nil)
+			req.Header.Set("Authorization", "Bearer tok")
+			resp, err := ct.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode == http.StatusOK && string(got) != string(body):
+				t.Fatalf("call %d: 200 with %q, want %q", i, got, body)
+			case statuses[i] == http.StatusNotModified && kept != nil && resp.StatusCode != http.StatusOK:
+				t.Fatalf("call %d: a 304 for a kept answer gave %d", i, resp.StatusCode)
+			}
+			if statuses[i] == http.StatusOK && etag != "" {
+				kept = body
+			}
+		}
+		if ct.bytes < 0 || ct.bytes > ct.maxBytes {
+			t.Fatalf("%d bytes kept", ct.bytes)
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -108,6 +109,18 @@ func TestConditionalRequests(t *testing.T) {
 		resp, _ := get(t, s, "user/memberships/orgs/umbrella", "tok-alice", "*")
 		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("ETag") != "" || s.RateLimitUsed("tok-alice") != 1 {
 			t.Fatalf("404: ETag %q, units %d", resp.Header.Get("ETag"), s.RateLimitUsed("tok-alice"))
+		}
+	})
+}
+
+func FuzzNoneMatch(f *testing.F) {
+	const etag = `"0123abcd"`
+	for _, s := range []string{"", "*", etag, "W/" + etag, `"a", ` + etag, `"a","b"`, ` , ,`, `W/"0123abcd`, "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		if noneMatch(header, etag) && !strings.Contains(header, etag) && !strings.Contains(header, "*") {
+			t.Fatalf("If-None-Match %q matched %s", header, etag)
 		}
 	})
 }
