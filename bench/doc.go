@@ -16,8 +16,10 @@
 //
 // Routes are measured in -rounds interleaved rounds, so that a change in the machine's load
 // during the run affects every route alike. Every latency is recorded. It then checks that
-// concurrent reviews of one new token cost one set of GitHub calls, and measures the resident
-// memory of a real `octogate serve` process holding -rss-identities cached identities.
+// concurrent reviews of one new token cost one set of GitHub calls, measures the GitHub
+// rate-limit units one user whose kubectl calls never stop spends per hour with and without
+// conditional requests (rateLimitUnits), and measures the resident memory of a real
+// `octogate serve` process holding -rss-identities cached identities.
 //
 // The load generator shares the CPUs with the server, as kube-apiserver would not: absolute
 // requests/s are a floor, and ratios are those of whole requests (client included).

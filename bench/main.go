@@ -59,6 +59,7 @@ type options struct {
 	burstTokens      int
 	burstConcurrency int
 	rssIdentities    int
+	rateLimitScale   int
 	octogate         string
 	rssEnv           string
 	cpuprofile       string
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&o.burstTokens, "burst-tokens", 20, "new tokens in the singleflight burst (0: skip)")
 	flag.IntVar(&o.burstConcurrency, "burst-concurrency", 50, "concurrent reviews of each burst token")
 	flag.IntVar(&o.rssIdentities, "rss-identities", 10000, "identities cached in the octogate serve process whose memory is measured (0: skip)")
+	flag.IntVar(&o.rateLimitScale, "ratelimit-scale", 240, "time compression of the rate-limit measurement (an hour of one user's reviews at the default TTL takes 1h/scale; 0: skip)")
 	flag.StringVar(&o.rssEnv, "rss-env", "", "extra NAME=value settings (comma list) for the measured octogate serve, e.g. GOMEMLIMIT=48MiB")
 	flag.StringVar(&o.octogate, "octogate", "", "octogate binary for the memory measurement (default: go build ./cmd/octogate)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "directory for one CPU profile per route and round (ROUTE-rN.pprof); go tool pprof merges several files")
@@ -183,6 +185,9 @@ func bench(o options) error {
 	}
 	if o.burstTokens > 0 {
 		problems = append(problems, burst(e, o)...)
+	}
+	if o.rateLimitScale > 0 {
+		problems = append(problems, rateLimitUnits(o.rateLimitScale)...)
 	}
 	if o.rssIdentities > 0 {
 		problems = append(problems, measureRSS(ctx, e, o)...)

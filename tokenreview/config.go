@@ -63,6 +63,11 @@ type Config struct {
 	// Actions ID tokens (package actionsoidc, enabled by OCTOGATE_ACTIONS_AUDIENCE). Its answers
 	// bypass the GitHub token cache.
 	JWTLookup Lookup
+	// ConditionalCacheBytes bounds the memory of the GitHub answers kept, per token and URL,
+	// to revalidate them with conditional requests, which cost no rate limit when nothing
+	// changed (default DefaultConditionalCacheBytes; see conditionalTransport). -1: no
+	// conditional requests.
+	ConditionalCacheBytes int
 	// Logger receives GitHub failures (never a token). Nil: discard.
 	Logger *slog.Logger
 	// Registerer receives the octogate_github_* and octogate_token_cache_* metrics. Nil: not
@@ -197,9 +202,19 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}
+	var transport http.RoundTripper = &meteredTransport{base: tr, basePath: base.Path, m: m}
+	switch n := cfg.ConditionalCacheBytes; {
+	case n == -1:
+	case n == 0:
+		transport = newConditionalTransport(transport, DefaultConditionalCacheBytes)
+	case n > 0:
+		transport = newConditionalTransport(transport, n)
+	default:
+		return nil, fmt.Errorf("tokenreview: ConditionalCacheBytes %d: must be positive, or -1 for no conditional requests", n)
+	}
 	return &gitHub{
 		base:      base,
-		transport: &meteredTransport{base: tr, basePath: base.Path, m: m},
+		transport: transport,
 		timeout:   timeout,
 		rules:     rules,
 	}, nil

@@ -416,7 +416,7 @@ func TestRateLimit(t *testing.T) {
 				t.Fatalf("HTTP %d error %q, want 503 naming rate limit and %s", a.code, a.Status.Error, reset.UTC())
 			}
 			if tc.name[:3] == "403" {
-				if got := value(e.h.lookup.(*cache).next.(*gitHub).transport.(*meteredTransport).m.rateRemaining); got != 0 {
+				if got := value(e.h.lookup.(*cache).m.rateRemaining); got != 0 {
 					t.Fatalf("rate limit remaining gauge %v, want 0", got)
 				}
 			}
@@ -435,7 +435,7 @@ func TestRateLimit(t *testing.T) {
 			if a := e.review(t, "tok-other"); !a.Status.Authenticated {
 				t.Fatalf("other token blocked: HTTP %d %q", a.code, a.Status.Error)
 			}
-			if got := value(e.h.lookup.(*cache).next.(*gitHub).transport.(*meteredTransport).m.rateRemaining); got <= 0 {
+			if got := value(e.h.lookup.(*cache).m.rateRemaining); got <= 0 {
 				t.Fatalf("rate limit remaining gauge %v after a good call", got)
 			}
 

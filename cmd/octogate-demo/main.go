@@ -204,6 +204,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
+	printRateLimitTour(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt"))
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -324,4 +325,15 @@ The current context is the cluster admin (system:masters, never sent to octogate
 Logs: %s/{octogate,kube-apiserver,kube-controller-manager}.log
 Ctrl-C stops everything and removes this state.
 `, work)
+}
+
+// printRateLimitTour shows the conditional requests that spare the users' GitHub rate limit
+// (docs/performance.md, "GitHub rate limit").
+func printRateLimitTour(addr, caFile string) {
+	fmt.Printf(`
+After a minute or two of kubectl calls, octogate revalidates identities with conditional
+requests; GitHub's 304 answers cost the user no rate limit:
+
+  curl -s --cacert %s https://%s/metrics | grep octogate_github_requests_total   # code="304"
+`, caFile, addr)
 }

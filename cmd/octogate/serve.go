@@ -92,6 +92,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		CacheTTL:       cfg.TokenCacheTTL,
 		NegativeTTL:    cfg.TokenCacheNegativeTTL,
 		CacheSize:      cfg.TokenCacheSize,
+		// Conditional requests: https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate
+		ConditionalCacheBytes: cfg.GitHubConditionalBytes,
 		// Half the /authenticate in-flight budget: lookups waiting on a slow GitHub leave the
 		// other half to reviews of cached tokens.
 		MaxLookups: func() int {

@@ -121,12 +121,6 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 		if s.rateLimitedLocked(w, tok, u) {
 			return
 		}
-		used := min(s.tokenCalls[tok], rateLimitPerHour-1)
-		h.Set("X-RateLimit-Limit", strconv.Itoa(rateLimitPerHour))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(rateLimitPerHour-used))
-		h.Set("X-RateLimit-Used", strconv.Itoa(used))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Truncate(time.Hour).Add(time.Hour).Unix(), 10))
-		h.Set("X-RateLimit-Resource", "core")
 		if t.fineGrained {
 			// https://github.blog/changelog/2023-08-10-x-accepted-github-permissions-header-for-fine-grained-permission-actors
 			h.Set("X-Accepted-GitHub-Permissions", acceptedPermissions[endpoint])
@@ -144,7 +138,9 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 		if strings.HasPrefix(r.URL.Path, enterprisePrefix+"/") {
 			api += enterprisePrefix
 		}
-		fn(w, r, restCall{token: t, user: u, api: api, html: html})
+		rec := &conditional{ResponseWriter: w}
+		fn(rec, r, restCall{token: t, user: u, api: api, html: html})
+		s.finishLocked(rec, r, tok)
 	}
 }
 

@@ -31,6 +31,7 @@ type Server struct {
 	rateLimits map[string]rateLimit // by token; "" = every token
 	calls      map[string]int       // by route template
 	tokenCalls map[string]int       // by token
+	rateUsed   map[string]int       // by token: rate-limit units charged (X-RateLimit-Used)
 	device     *DeviceFlow
 	codes      map[string]*deviceCode // by device code
 	refreshes  map[string]*refreshToken
@@ -108,6 +109,7 @@ func newServer() *Server {
 		rateLimits: map[string]rateLimit{},
 		calls:      map[string]int{},
 		tokenCalls: map[string]int{},
+		rateUsed:   map[string]int{},
 		codes:      map[string]*deviceCode{},
 		refreshes:  map[string]*refreshToken{},
 		authCodes:  map[string]*authCode{},
@@ -448,6 +450,7 @@ func (s *Server) ResetCalls() {
 	s.calls = map[string]int{}
 	s.tokenCalls = map[string]int{}
 	s.grants = map[string]int{}
+	s.rateUsed = map[string]int{}
 }
 
 func (s *Server) orgLocked(login string) *org {
