@@ -119,7 +119,7 @@ func newKubeconfigUserCmd() *cobra.Command {
 and no other local path is written (--github-ca-file, when given, is the one exception).
 Install octogate with "go install github.com/octogate/octogate/cmd/octogate@latest" or a
 release binary; see docs/install.md.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ca, err := os.ReadFile(caFile)
 			if err != nil {
