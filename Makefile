@@ -15,6 +15,7 @@ IMAGE ?= $(IMAGE_REPO):$(VERSION)
 # Where `make chart-push` publishes the chart as an OCI artifact.
 CHART_REPO ?= oci://ghcr.io/octogate/charts
 HELM ?= helm
+DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
@@ -83,31 +84,31 @@ print-image:
 print-version:
 	@echo $(VERSION)
 
-## dist: static release binaries for $(DIST_PLATFORMS) and their checksums.txt into dist/
+## dist: static release binaries for $(DIST_PLATFORMS) and their checksums.txt into $(DIST)/
 dist:
-	rm -rf dist && mkdir -p dist
+	rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for p in $(DIST_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; ext=; if [ "$$os" = windows ]; then ext=.exe; fi; \
-	  echo "building dist/octogate_$(VERSION)_$${os}_$${arch}$$ext"; \
+	  echo "building $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext"; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
-	    -ldflags "-s -w -buildid= $(LDFLAGS)" -o dist/octogate_$(VERSION)_$${os}_$${arch}$$ext ./cmd/octogate; \
+	    -ldflags "-s -w -buildid= $(LDFLAGS)" -o $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext ./cmd/octogate; \
 	done
-	cd dist && sha256sum octogate_* > checksums.txt
+	cd $(DIST) && sha256sum octogate_* > checksums.txt
 
-## chart-package: the chart as dist/octogate-$(VERSION).tgz
+## chart-package: the chart as $(DIST)/octogate-$(VERSION).tgz
 chart-package:
-	mkdir -p dist
-	$(HELM) package charts/octogate --destination dist --version $(VERSION) --app-version $(VERSION)
+	mkdir -p $(DIST)
+	$(HELM) package charts/octogate --destination $(DIST) --version $(VERSION) --app-version $(VERSION)
 
 ## chart-push: publish the packaged chart to $(CHART_REPO) as an OCI artifact
 chart-push: chart-package
-	$(HELM) push dist/octogate-$(VERSION).tgz $(CHART_REPO)
+	$(HELM) push $(DIST)/octogate-$(VERSION).tgz $(CHART_REPO)
 
-## release-notes: the CHANGELOG.md section of $(VERSION) into dist/release-notes.md
+## release-notes: the CHANGELOG.md section of $(VERSION) into $(DIST)/release-notes.md
 release-notes:
-	mkdir -p dist
-	@awk -v v="$(VERSION)" '/^## /{p = index($$0, "[" v "]") > 0; next} p' CHANGELOG.md > dist/release-notes.md
-	@test -s dist/release-notes.md || { echo "CHANGELOG.md has no section ## [$(VERSION)]"; exit 1; }
+	mkdir -p $(DIST)
+	@awk -v v="$(VERSION)" '/^## /{p = index($$0, "[" v "]") > 0; next} p' CHANGELOG.md > $(DIST)/release-notes.md
+	@test -s $(DIST)/release-notes.md || { echo "CHANGELOG.md has no section ## [$(VERSION)]"; exit 1; }
 
 ## check-version: TAG (e.g. v0.1.0) names the chart's version and appVersion
 check-version:
