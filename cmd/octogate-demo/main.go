@@ -182,6 +182,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if !realGitHub {
 		printHardeningTour(binary, work)
 	}
+	printCertsTour(binary, c.CertsDir, c.Octogate.URL())
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -302,4 +303,14 @@ The current context is the cluster admin (system:masters, never sent to octogate
 Logs: %s/{octogate,kube-apiserver,kube-controller-manager}.log
 Ctrl-C stops everything and removes this state.
 `, work)
+}
+
+// printCertsTour shows certificate renewal (docs/install.md, "Certificates").
+func printCertsTour(binary, certsDir, octogateURL string) {
+	fmt.Printf(`Certificates (docs/install.md):
+
+  %[1]s certs renew --dir %[2]s            # nothing is due yet
+  %[1]s certs renew --dir %[2]s --force    # a new serving certificate; octogate serves it within seconds
+  curl -s --cacert %[2]s/ca.crt %[3]s/metrics | grep octogate_certificate_expiry
+`, binary, certsDir, octogateURL)
 }
