@@ -108,7 +108,7 @@ type Server struct {
 	// using the old certificate are closed after their next answer.
 	certGeneration atomic.Uint64
 	ready          chan struct{}
-	addr         atomic.Pointer[net.Addr]
+	addr           atomic.Pointer[net.Addr]
 }
 
 type readyCheck struct {
