@@ -1,13 +1,26 @@
 # octogate — GitHub identity for Kubernetes.
 SHELL := bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The one version source is the chart's appVersion: the binary, the image tag, the chart's
+# default image.tag and the release tag (v$(VERSION)) all come from it.
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' charts/octogate/Chart.yaml)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Reproducible builds record the commit time, not the build time.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# The image the chart pulls by default: image.repository of the chart's values and its appVersion.
+IMAGE_REPO ?= $(shell sed -n 's/^  repository: *//p' charts/octogate/values.yaml)
+IMAGE ?= $(IMAGE_REPO):$(VERSION)
+# Where `make chart-push` publishes the chart as an OCI artifact.
+CHART_REPO ?= oci://ghcr.io/octogate/charts
+HELM ?= helm
+DIST ?= dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
 
-.PHONY: all build tools test unit e2e lint bench fuzz demo clean
+.PHONY: all build tools test unit e2e lint bench fuzz demo clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
 
 all: build
 
@@ -53,5 +66,55 @@ demo: tools build
 	$(GO) build -o bin/octogate-demo ./cmd/octogate-demo
 	@exec bin/octogate-demo -octogate $(CURDIR)/bin/octogate
 
+## image: the amd64+arm64 OCI image as an OCI layout in bin/image; prints IMAGE@DIGEST
+image:
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/image/build -version $(VERSION) \
+	  -revision $(REVISION) -ref $(IMAGE) -out bin/image
+
+## image-push: build the image and push it to $(IMAGE) (credentials of ~/.docker/config.json)
+image-push:
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/image/build -version $(VERSION) \
+	  -revision $(REVISION) -ref $(IMAGE) -out bin/image -push
+
+## print-image: the image reference make image builds and the chart pulls by default
+print-image:
+	@echo $(IMAGE)
+
+## print-version: the version (the chart's appVersion)
+print-version:
+	@echo $(VERSION)
+
+## dist: static release binaries for $(DIST_PLATFORMS) and their checksums.txt into $(DIST)/
+dist:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(DIST_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; if [ "$$os" = windows ]; then ext=.exe; fi; \
+	  echo "building $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
+	    -ldflags "-s -w -buildid= $(LDFLAGS)" -o $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext ./cmd/octogate; \
+	done
+	cd $(DIST) && sha256sum octogate_* > checksums.txt
+
+## chart-package: the chart as $(DIST)/octogate-$(VERSION).tgz
+chart-package:
+	mkdir -p $(DIST)
+	$(HELM) package charts/octogate --destination $(DIST) --version $(VERSION) --app-version $(VERSION)
+
+## chart-push: publish the packaged chart to $(CHART_REPO) as an OCI artifact
+chart-push: chart-package
+	$(HELM) push $(DIST)/octogate-$(VERSION).tgz $(CHART_REPO)
+
+## release-notes: the CHANGELOG.md section of $(VERSION) into $(DIST)/release-notes.md
+release-notes:
+	mkdir -p $(DIST)
+	@awk -v v="$(VERSION)" '/^## /{p = index($$0, "[" v "]") > 0; next} p' CHANGELOG.md > $(DIST)/release-notes.md
+	@test -s $(DIST)/release-notes.md || { echo "CHANGELOG.md has no section ## [$(VERSION)]"; exit 1; }
+
+## check-version: TAG (e.g. v0.1.0) names the chart's version and appVersion
+check-version:
+	@test -n "$(TAG)" || { echo "TAG is empty"; exit 1; }
+	@test "$(TAG)" = "v$(VERSION)" || { echo "tag $(TAG) is not v$(VERSION), the chart's appVersion"; exit 1; }
+	@grep -q '^version: $(VERSION)$$' charts/octogate/Chart.yaml || { echo "Chart.yaml version is not $(VERSION)"; exit 1; }
+
 clean:
-	rm -rf bin demo
+	rm -rf bin demo dist

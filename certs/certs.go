@@ -23,8 +23,14 @@ const (
 	// CAValidity is how long a generated CA is valid: ten years, so that rotating the leaf
 	// certificates never forces every kube-apiserver flag file to change.
 	CAValidity = 10 * 365 * 24 * time.Hour
-	// LeafValidity is how long generated serving and client certificates are valid: one year.
-	LeafValidity = 365 * 24 * time.Hour
+	// ServingValidity is how long a serving certificate is valid: 90 days. It lives only in
+	// octogate's Secret or directory, so `octogate certs renew` (or the chart, or cert-manager)
+	// replaces it without touching the control plane.
+	ServingValidity = 90 * 24 * time.Hour
+	// ClientValidity is how long kube-apiserver's client certificate is valid: five years. It
+	// is copied onto every control-plane host, so it is long-lived and comes from a client CA
+	// used for nothing else.
+	ClientValidity = 5 * 365 * 24 * time.Hour
 	// DefaultClientCommonName is the subject CN of the client certificate kube-apiserver
 	// presents to the webhooks.
 	DefaultClientCommonName = "kube-apiserver"
@@ -112,6 +118,40 @@ func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	return &CA{KeyPair: KeyPair{CertPEM: certPEM, KeyPEM: keyPEM}, cert: cert, key: signer}, nil
 }
 
+// Renew returns the CA re-signed with the same key, subject and key identifier, valid for
+// CAValidity from now. Certificates the old CA certificate issued verify against the renewed
+// one (a chain is matched by name and key), so nothing issued before has to change.
+func (ca *CA) Renew() (*CA, error) {
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               ca.cert.Subject,
+		SubjectKeyId:          ca.cert.SubjectKeyId,
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              ca.cert.KeyUsage,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, ca.key.Public(), ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: renew CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: renew CA: %w", err)
+	}
+	return &CA{KeyPair: KeyPair{CertPEM: encodeCert(der), KeyPEM: ca.KeyPEM}, cert: cert, key: ca.key}, nil
+}
+
+// Certificate is the CA's parsed certificate.
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
 // Pool returns a certificate pool holding only this CA.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
@@ -119,7 +159,7 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
-// IssueServing issues a server-auth certificate valid for LeafValidity whose SANs are hosts:
+// IssueServing issues a server-auth certificate valid for ServingValidity whose SANs are hosts:
 // entries that parse as IP addresses (IPv6 may be bracketed) become IP SANs, the rest DNS SANs
 // (wildcards like *.example.com allowed). The first host is the subject CN. It fails when hosts
 // is empty or an entry is neither an IP nor a valid DNS name (RFC 1123 subdomain).
@@ -133,10 +173,10 @@ func (ca *CA) IssueServing(hosts []string) (KeyPair, error) {
 		DNSNames:    names,
 		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	}, ServingValidity)
 }
 
-// IssueClient issues a client-auth certificate valid for LeafValidity with subject CN
+// IssueClient issues a client-auth certificate valid for ClientValidity with subject CN
 // commonName and the given organizations (Kubernetes reads O as groups; the webhooks only
 // check the chain).
 func (ca *CA) IssueClient(commonName string, organizations ...string) (KeyPair, error) {
@@ -146,10 +186,10 @@ func (ca *CA) IssueClient(commonName string, organizations ...string) (KeyPair, 
 	return ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName, Organization: organizations},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	}, ClientValidity)
 }
 
-func (ca *CA) issue(tmpl *x509.Certificate) (KeyPair, error) {
+func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("certs: generate key: %w", err)
@@ -161,7 +201,7 @@ func (ca *CA) issue(tmpl *x509.Certificate) (KeyPair, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = now.Add(-clockSkew)
-	tmpl.NotAfter = now.Add(LeafValidity)
+	tmpl.NotAfter = now.Add(validity)
 	if tmpl.NotAfter.After(ca.cert.NotAfter) {
 		tmpl.NotAfter = ca.cert.NotAfter
 	}

@@ -38,6 +38,10 @@ func TestGeneratedCertificatesVerify(t *testing.T) {
 	ca := parseCert(t, set.CA.CertPEM)
 	serving := parseCert(t, set.Serving.CertPEM)
 	client := parseCert(t, set.Client.CertPEM)
+	clientRoots := x509.NewCertPool()
+	if !clientRoots.AppendCertsFromPEM(set.ClientCA.CertPEM) {
+		t.Fatal("client CA PEM does not parse")
+	}
 
 	t.Run("CA is a CA valid for ten years", func(t *testing.T) {
 		if !ca.IsCA || ca.KeyUsage&x509.KeyUsageCertSign == 0 {
@@ -94,23 +98,38 @@ func TestGeneratedCertificatesVerify(t *testing.T) {
 		}
 	})
 
-	t.Run("client cert is kube-apiserver, client auth only, valid for a year", func(t *testing.T) {
+	t.Run("client cert is kube-apiserver, client auth only, valid for five years", func(t *testing.T) {
 		if client.Subject.CommonName != "kube-apiserver" {
 			t.Errorf("CN = %q", client.Subject.CommonName)
 		}
-		if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		if _, err := client.Verify(x509.VerifyOptions{Roots: clientRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Errorf("client auth: %v", err)
 		}
-		if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		if _, err := client.Verify(x509.VerifyOptions{Roots: clientRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
 			t.Error("client cert verified for server auth")
 		}
-		if got := client.NotAfter.Sub(time.Now()); got < LeafValidity-time.Hour || got > LeafValidity {
-			t.Errorf("client valid for %v more, want about %v", got, LeafValidity)
+		if got := client.NotAfter.Sub(time.Now()); got < ClientValidity-time.Hour || got > ClientValidity {
+			t.Errorf("client valid for %v more, want about %v", got, ClientValidity)
+		}
+	})
+
+	t.Run("the client CA and the serving CA issue only their own certificates", func(t *testing.T) {
+		if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+			t.Error("the client certificate verifies against the serving CA")
+		}
+		if _, err := serving.Verify(x509.VerifyOptions{Roots: clientRoots, DNSName: "localhost"}); err == nil {
+			t.Error("the serving certificate verifies against the client CA")
+		}
+	})
+
+	t.Run("serving cert is short-lived", func(t *testing.T) {
+		if got := serving.NotAfter.Sub(time.Now()); got < ServingValidity-time.Hour || got > ServingValidity {
+			t.Errorf("serving valid for %v more, want about %v", got, ServingValidity)
 		}
 	})
 
 	t.Run("key pairs match their certificates", func(t *testing.T) {
-		for name, kp := range map[string]KeyPair{"ca": set.CA, "serving": set.Serving, "client": set.Client} {
+		for name, kp := range map[string]KeyPair{"ca": set.CA, "serving": set.Serving, "client-ca": set.ClientCA, "client": set.Client} {
 			if _, err := kp.TLSCertificate(); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
@@ -174,16 +193,17 @@ func TestWriteDir(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "certs")
 
-	t.Run("writes six files, keys readable only by the owner", func(t *testing.T) {
+	t.Run("writes eight files, keys readable only by the owner", func(t *testing.T) {
 		paths, err := set.WriteDir(dir, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(paths) != 6 {
+		if len(paths) != 8 {
 			t.Fatalf("wrote %v", paths)
 		}
 		want := map[string]os.FileMode{
 			"ca.crt": 0o644, "ca.key": 0o600, "tls.crt": 0o644, "tls.key": 0o600, "client.crt": 0o644, "client.key": 0o600,
+			"client-ca.crt": 0o644, "client-ca.key": 0o600,
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {

@@ -19,20 +19,35 @@ const (
 	ServingKeyFile  = "tls.key"
 	ClientCertFile  = "client.crt"
 	ClientKeyFile   = "client.key"
+	// ClientCACertFile and ClientCAKeyFile are the client CA: it signs client.crt and nothing
+	// else, and octogate verifies kube-apiserver's client certificate with it
+	// (OCTOGATE_CLIENT_CA_FILE).
+	ClientCACertFile = "client-ca.crt"
+	ClientCAKeyFile  = "client-ca.key"
 )
 
-// Set is everything `octogate certs init` writes: a CA, the webhook server's serving
-// certificate and kube-apiserver's client certificate, both issued by that CA.
+// Names of the CAs Generate makes.
+const (
+	ServingCAName = "octogate-ca"
+	ClientCAName  = "octogate-client-ca"
+)
+
+// Set is everything `octogate certs init` writes: the serving CA and the webhook server's
+// serving certificate it issues, and the client CA and kube-apiserver's client certificate it
+// issues. Two CAs so that each certificate can have the lifetime of where it lives (see
+// ServingValidity and ClientValidity) and a leaked serving key cannot mint a client identity.
 type Set struct {
-	CA      KeyPair
-	Serving KeyPair
-	Client  KeyPair
+	CA       KeyPair
+	Serving  KeyPair
+	ClientCA KeyPair
+	Client   KeyPair
 }
 
-// Generate makes a new CA ("octogate-ca"), a serving certificate for hosts (see
-// CA.IssueServing) and a client certificate with CN DefaultClientCommonName.
+// Generate makes a new serving CA (ServingCAName), a serving certificate for hosts (see
+// CA.IssueServing), a new client CA (ClientCAName) and a client certificate with CN
+// DefaultClientCommonName.
 func Generate(hosts []string) (*Set, error) {
-	ca, err := NewCA("octogate-ca")
+	ca, err := NewCA(ServingCAName)
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +55,15 @@ func Generate(hosts []string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := ca.IssueClient(DefaultClientCommonName)
+	clientCA, err := NewCA(ClientCAName)
 	if err != nil {
 		return nil, err
 	}
-	return &Set{CA: ca.KeyPair, Serving: serving, Client: client}, nil
+	client, err := clientCA.IssueClient(DefaultClientCommonName)
+	if err != nil {
+		return nil, err
+	}
+	return &Set{CA: ca.KeyPair, Serving: serving, ClientCA: clientCA.KeyPair, Client: client}, nil
 }
 
 // WriteDir writes the set into dir (created with mode 0755 if missing): certificates with mode
@@ -62,6 +81,8 @@ func (s *Set) WriteDir(dir string, overwrite bool) ([]string, error) {
 		{CAKeyFile, s.CA.KeyPEM, 0o600},
 		{ServingCertFile, s.Serving.CertPEM, 0o644},
 		{ServingKeyFile, s.Serving.KeyPEM, 0o600},
+		{ClientCACertFile, s.ClientCA.CertPEM, 0o644},
+		{ClientCAKeyFile, s.ClientCA.KeyPEM, 0o600},
 		{ClientCertFile, s.Client.CertPEM, 0o644},
 		{ClientKeyFile, s.Client.KeyPEM, 0o600},
 	}

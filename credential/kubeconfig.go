@@ -9,13 +9,18 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // InstallHint is shown by kubectl when the exec command cannot be found.
-const InstallHint = "octogate is needed to log in to this cluster with GitHub: install it and run `octogate kubeconfig user` again (see the \"Log in with kubectl\" section of octogate's README)"
+const InstallHint = "octogate is needed to log in to this cluster with GitHub: put it on your PATH (`go install github.com/octogate/octogate/cmd/octogate@latest`, or a release binary from https://github.com/octogate/octogate/releases; see docs/install.md)"
+
+// DefaultCommand is the exec command of a user kubeconfig: a name kubectl looks up on PATH, so
+// one kubeconfig works on every machine where octogate is installed.
+const DefaultCommand = "octogate"
 
 // UserKubeconfig describes a kubeconfig for a person who logs in with GitHub.
 type UserKubeconfig struct {
@@ -26,7 +31,9 @@ type UserKubeconfig struct {
 	// Cluster, User and Context name the kubeconfig entries; default "octogate", "github",
 	// and Cluster's value.
 	Cluster, User, Context string
-	// Command is the absolute path of the octogate binary the exec plugin runs. Required.
+	// Command is the octogate binary the exec plugin runs: a bare name kubectl finds on PATH
+	// (default DefaultCommand) or an absolute path; a relative path is refused, since kubectl
+	// runs the plugin from whatever directory it is started in.
 	Command string
 	// ClientID and GitHubURL are passed to `octogate credential` as --client-id and
 	// --github-url when set (GitHubURL only when it is not DefaultGitHubURL).
@@ -64,6 +71,9 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	}
 	if k.Context == "" {
 		k.Context = k.Cluster
+	}
+	if k.Command == "" {
+		k.Command = DefaultCommand
 	}
 	args := []string{"credential"}
 	if k.ClientID != "" {
@@ -110,8 +120,8 @@ func (k UserKubeconfig) validate() error {
 	if err := checkPEMCerts(k.CAData); err != nil {
 		return fmt.Errorf("ca: %w", err)
 	}
-	if k.Command == "" || !filepath.IsAbs(k.Command) {
-		return fmt.Errorf("command %q: want the absolute path of the octogate binary", k.Command)
+	if k.Command != "" && !filepath.IsAbs(k.Command) && strings.ContainsAny(k.Command, `/\`) {
+		return fmt.Errorf("command %q: want a name found on PATH (%s) or the absolute path of the octogate binary", k.Command, DefaultCommand)
 	}
 	if k.GitHubURL != "" {
 		if _, err := parseGitHubURL(k.GitHubURL); err != nil {

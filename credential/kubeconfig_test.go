@@ -18,11 +18,11 @@ func testCA(t *testing.T) []byte {
 	return b
 }
 
+// The default kubeconfig runs `octogate` from PATH: the file holds no local path.
 func TestUserKubeconfigGolden(t *testing.T) {
 	b, err := UserKubeconfig{
 		Server:   "https://kube.example.com:6443",
 		CAData:   testCA(t),
-		Command:  "/usr/local/bin/octogate",
 		ClientID: "Iv1.0123456789abcdef",
 	}.Render()
 	if err != nil {
@@ -90,7 +90,7 @@ func TestUserKubeconfigRefusesBadInput(t *testing.T) {
 		{name: "a key instead of a CA", edit: func(k *UserKubeconfig) {
 			k.CAData = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
 		}, wantErr: `ca: found a PEM "PRIVATE KEY" block`},
-		{name: "relative command", edit: func(k *UserKubeconfig) { k.Command = "octogate" }, wantErr: `command "octogate": want the absolute path`},
+		{name: "relative path command", edit: func(k *UserKubeconfig) { k.Command = "bin/octogate" }, wantErr: `command "bin/octogate": want a name found on PATH (octogate) or the absolute path`},
 		{name: "http GitHub", edit: func(k *UserKubeconfig) { k.GitHubURL = "http://ghe.example.com" }, wantErr: "GitHubURL"},
 	}
 	for _, tt := range tests {

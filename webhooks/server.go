@@ -103,8 +103,12 @@ type Server struct {
 
 	started      atomic.Bool
 	shuttingDown atomic.Bool
-	ready        chan struct{}
-	addr         atomic.Pointer[net.Addr]
+	// certGeneration counts serving certificate loads; each connection remembers the value
+	// it was accepted under (connGenerationKey) so that, after a renewal, connections still
+	// using the old certificate are closed after their next answer.
+	certGeneration atomic.Uint64
+	ready          chan struct{}
+	addr           atomic.Pointer[net.Addr]
 }
 
 type readyCheck struct {
@@ -274,6 +278,9 @@ func (s *Server) Run(ctx context.Context) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          newServerErrorLog(s.log),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connGenerationKey{}, s.certGeneration.Load())
+		},
 	}
 	addr := ln.Addr()
 	s.addr.Store(&addr)
@@ -316,8 +323,16 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// connGenerationKey is the context key of the certGeneration a connection was accepted under.
+type connGenerationKey struct{}
+
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.shuttingDown.Load() {
+	// While shutting down, and on connections that began before the serving certificate last
+	// changed, answer with "Connection: close": the client's next request opens a connection
+	// (to another replica, or with the renewed certificate) without a request ever meeting a
+	// closed idle connection.
+	gen, _ := r.Context().Value(connGenerationKey{}).(uint64)
+	if s.shuttingDown.Load() || gen != s.certGeneration.Load() {
 		w.Header().Set("Connection", "close")
 	}
 	s.router.ServeHTTP(w, r)

@@ -33,6 +33,7 @@ func (s *Server) setupTLS() error {
 		}
 		s.watcher = w.WithWatchInterval(certPollInterval)
 		s.watcher.RegisterCallback(func(c tls.Certificate) {
+			s.certGeneration.Add(1)
 			if c.Leaf != nil {
 				s.log.Info("serving certificate loaded", "cert", s.cfg.TLSCertFile,
 					"subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "notAfter", c.Leaf.NotAfter)

@@ -205,6 +205,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
 	printRateLimitTour(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt"))
+	printCertsTour(binary, c.CertsDir, c.Octogate.URL())
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -336,4 +337,14 @@ requests; GitHub's 304 answers cost the user no rate limit:
 
   curl -s --cacert %s https://%s/metrics | grep octogate_github_requests_total   # code="304"
 `, caFile, addr)
+}
+
+// printCertsTour shows certificate renewal (docs/install.md, "Certificates").
+func printCertsTour(binary, certsDir, octogateURL string) {
+	fmt.Printf(`Certificates (docs/install.md):
+
+  %[1]s certs renew --dir %[2]s            # nothing is due yet
+  %[1]s certs renew --dir %[2]s --force    # a new serving certificate; octogate serves it within seconds
+  curl -s --cacert %[2]s/ca.crt %[3]s/metrics | grep octogate_certificate_expiry
+`, binary, certsDir, octogateURL)
 }

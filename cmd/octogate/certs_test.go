@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,12 +26,12 @@ func runCertsCmd(args ...string) (string, string, error) {
 func TestCertsInitAndWebhookKubeconfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
 
-	t.Run("certs init writes the six files", func(t *testing.T) {
+	t.Run("certs init writes the eight files", func(t *testing.T) {
 		out, _, err := runCertsCmd("certs", "init", "--dir", dir, "--hosts", "127.0.0.1,localhost")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"ca.crt", "ca.key", "tls.crt", "tls.key", "client.crt", "client.key"} {
+		for _, f := range []string{"ca.crt", "ca.key", "tls.crt", "tls.key", "client-ca.crt", "client-ca.key", "client.crt", "client.key"} {
 			if !strings.Contains(out, filepath.Join(dir, f)) {
 				t.Errorf("output does not list %s:\n%s", f, out)
 			}
@@ -104,4 +105,59 @@ func TestCertsInitAndWebhookKubeconfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCertsRenew(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, _, err := runCertsCmd("certs", "init", "--dir", dir, "--hosts", "127.0.0.1,localhost"); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		wantLines   []string
+		wantChanged []string
+	}{
+		{"nothing is due after init", nil, []string{"tls.crt: not due until "}, nil},
+		{"--force renews the serving certificate", []string{"--force"}, []string{"tls.crt: renewed, valid until "}, []string{"tls.crt", "tls.key"}},
+		{"--client --ca --force renews everything", []string{"--client", "--ca", "--force"},
+			[]string{"ca.crt: renewed", "tls.crt: renewed", "client-ca.crt: renewed", "client.crt: renewed"},
+			[]string{"ca.crt", "tls.crt", "tls.key", "client-ca.crt", "client.crt", "client.key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := []string{"ca.crt", "ca.key", "tls.crt", "tls.key", "client-ca.crt", "client-ca.key", "client.crt", "client.key"}
+			before := map[string]string{}
+			for _, f := range all {
+				before[f] = read(f)
+			}
+			out, _, err := runCertsCmd(append([]string{"certs", "renew", "--dir", dir}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.wantLines {
+				if !strings.Contains(out, l) {
+					t.Errorf("output lacks %q:\n%s", l, out)
+				}
+			}
+			for _, f := range all {
+				if got := read(f) != before[f]; got != slices.Contains(tc.wantChanged, f) {
+					t.Errorf("%s changed: %v, want %v", f, got, !got)
+				}
+			}
+		})
+	}
+	t.Run("a directory without certificates is named", func(t *testing.T) {
+		empty := t.TempDir()
+		_, _, err := runCertsCmd("certs", "renew", "--dir", empty)
+		if err == nil || !strings.Contains(err.Error(), "--dir "+empty) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }

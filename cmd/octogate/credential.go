@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -121,7 +120,12 @@ func newKubeconfigUserCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "user --server URL --ca FILE",
 		Short: "print a kubeconfig whose user logs in with GitHub through \"octogate credential\"",
-		Args:  cobra.NoArgs,
+		Long: `user prints a kubeconfig a team can share: the CA is embedded, the exec plugin runs
+"octogate credential" with octogate found on PATH (--command pins an absolute path instead),
+and no other local path is written (--github-ca-file, when given, is the one exception).
+Install octogate with "go install github.com/octogate/octogate/cmd/octogate@latest" or a
+release binary; see docs/install.md.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ca, err := os.ReadFile(caFile)
 			if err != nil {
@@ -154,11 +158,6 @@ func newKubeconfigUserCmd() *cobra.Command {
 			if v := firstSet(tokenTypes, os.Getenv(envGitHubTokenTypes)); v != "" {
 				k.Env[envGitHubTokenTypes] = v
 			}
-			if k.Command == "" {
-				if k.Command, err = executable(); err != nil {
-					return fmt.Errorf("--command: cannot find this binary's path (%w); pass --command", err)
-				}
-			}
 			b, err := k.Render()
 			if err != nil {
 				return fmt.Errorf("kubeconfig user: %w", err)
@@ -181,20 +180,10 @@ func newKubeconfigUserCmd() *cobra.Command {
 	f.StringVar(&tokenTypes, "github-token-types", "", "the server's OCTOGATE_GITHUB_TOKEN_TYPES, written for \"octogate doctor\" (default $"+envGitHubTokenTypes+")")
 	f.StringVar(&k.ActionsAudience, flagGitHubActions, "", "for a GitHub Actions job: the plugin runs `credential --github-actions=AUDIENCE` (the server's OCTOGATE_ACTIONS_AUDIENCE)")
 	f.Lookup(flagGitHubActions).NoOptDefVal = "$" + envActionsAudience
-	f.StringVar(&k.Command, "command", "", "absolute path of the octogate binary kubectl runs (default this binary)")
+	f.StringVar(&k.Command, "command", credential.DefaultCommand, "octogate binary kubectl runs: a name found on PATH, or an absolute path to pin one")
 	_ = cmd.MarkFlagRequired("server")
 	_ = cmd.MarkFlagRequired("ca")
 	return cmd
-}
-
-// executable is this binary's absolute path (os.Executable), which the kubeconfig's exec
-// runs; --command overrides it, e.g. with a stable path a package manager keeps.
-func executable() (string, error) {
-	p, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Abs(p)
 }
 
 func firstSet(vals ...string) string {

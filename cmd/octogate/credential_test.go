@@ -200,7 +200,7 @@ func TestCredentialCommand(t *testing.T) {
 
 func TestKubeconfigUserCommand(t *testing.T) {
 	ca := filepath.Join("..", "..", "credential", "testdata", "ca.crt")
-	t.Run("prints a kubeconfig that runs this binary's credential command", func(t *testing.T) {
+	t.Run("prints a kubeconfig that runs octogate credential from PATH", func(t *testing.T) {
 		stderr := &syncBuffer{}
 		out, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,
 			"--context", "dev", "--client-id", "Iv1.abc")
@@ -211,11 +211,56 @@ func TestKubeconfigUserCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exe, _ := os.Executable()
 		u := cfg.AuthInfos[cfg.Contexts["dev"].AuthInfo]
-		if cfg.CurrentContext != "dev" || u.Exec == nil || u.Exec.Command != exe ||
+		if cfg.CurrentContext != "dev" || u.Exec == nil || u.Exec.Command != "octogate" ||
 			strings.Join(u.Exec.Args, " ") != "credential --client-id Iv1.abc" {
 			t.Errorf("kubeconfig:\n%s", out)
+		}
+	})
+	t.Run("the default kubeconfig holds no local absolute path", func(t *testing.T) {
+		// The CA is read from an absolute path and the binary runs from one; neither may
+		// leak into a file meant to be handed to a team.
+		absCA, err := filepath.Abs(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr := &syncBuffer{}
+		out, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://kube.example.com:6443", "--ca", absCA)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		exe, _ := os.Executable()
+		wd, _ := os.Getwd()
+		for _, local := range []string{absCA, filepath.Dir(absCA), exe, wd, os.TempDir()} {
+			if strings.Contains(out, local) {
+				t.Errorf("kubeconfig contains the local path %s:\n%s", local, out)
+			}
+		}
+		if abs := regexp.MustCompile(`(?m)(^|[\s'"\[,])/[^\s]*`).FindAllString(out, -1); len(abs) > 0 {
+			t.Errorf("kubeconfig has absolute paths %q:\n%s", abs, out)
+		}
+	})
+	t.Run("--command pins an absolute path", func(t *testing.T) {
+		stderr := &syncBuffer{}
+		out, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,
+			"--command", "/opt/octogate/bin/octogate")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		cfg, err := clientcmd.Load([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := cfg.AuthInfos["github"]; u == nil || u.Exec == nil || u.Exec.Command != "/opt/octogate/bin/octogate" {
+			t.Errorf("kubeconfig:\n%s", out)
+		}
+	})
+	t.Run("--command refuses a relative path", func(t *testing.T) {
+		stderr := &syncBuffer{}
+		_, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,
+			"--command", "./bin/octogate")
+		if code == 0 || !strings.Contains(stderr.String(), "want a name found on PATH") {
+			t.Errorf("exit %d, stderr %q", code, stderr)
 		}
 	})
 	t.Run("a missing CA file is named", func(t *testing.T) {

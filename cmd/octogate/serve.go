@@ -9,8 +9,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/octogate/octogate/actionsoidc"
 	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/certs"
 	"github.com/octogate/octogate/githubwebhook"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -173,7 +176,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert())
 	}
 
+	expiry := certs.NewExpiryCollector(map[string]string{
+		certs.CertServing:  cfg.TLSCertFile,
+		certs.CertClientCA: cfg.ClientCAFile,
+		certs.CertGitHubCA: cfg.GitHubCAFile,
+	})
+	if err := registerReplacing(registry, expiry); err != nil {
+		return err
+	}
+
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { expiry.WatchExpiry(ctx, log, expiryCheckInterval); return nil })
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return authz.Run(ctx) })
 	if actions != nil {
@@ -272,4 +285,20 @@ func jwtLookup(v *actionsoidc.Verifier) tokenreview.Lookup {
 // namedError rewrites a constructor's error to name variables instead of Config fields.
 func namedError(err error) error {
 	return errors.New(fieldVariables.Replace(err.Error()))
+}
+
+// expiryCheckInterval is how often serve logs certificates that expire within
+// certs.ExpiryWarning: once a day, besides at start.
+const expiryCheckInterval = 24 * time.Hour
+
+// registerReplacing registers c, replacing a collector of the same metrics left by an earlier
+// serve in this process (tests run several).
+func registerReplacing(reg prometheus.Registerer, c prometheus.Collector) error {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		reg.Unregister(are.ExistingCollector)
+		err = reg.Register(c)
+	}
+	return err
 }

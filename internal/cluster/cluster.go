@@ -54,7 +54,7 @@ type Cluster struct {
 	// ControllerManager is kube-controller-manager (aggregated ClusterRoles, namespace deletion,
 	// garbage collection).
 	ControllerManager *Process
-	// CertsDir holds octogate's ca.crt, tls.*, client.*.
+	// CertsDir holds octogate's ca.crt, tls.*, client-ca.crt, client.* (as "octogate certs init" writes them).
 	CertsDir string
 	// AuthnKubeconfig, AuthzKubeconfig and AdmissionKubeconfig are the files kube-apiserver reads.
 	AuthnKubeconfig, AuthzKubeconfig, AdmissionKubeconfig string
@@ -177,7 +177,7 @@ func octogateEnv(cfg Config, c *Cluster, addr, policyFile string) []string {
 		"OCTOGATE_LISTEN=" + addr,
 		"OCTOGATE_TLS_CERT_FILE=" + filepath.Join(c.CertsDir, "tls.crt"),
 		"OCTOGATE_TLS_KEY_FILE=" + filepath.Join(c.CertsDir, "tls.key"),
-		"OCTOGATE_CLIENT_CA_FILE=" + filepath.Join(c.CertsDir, "ca.crt"),
+		"OCTOGATE_CLIENT_CA_FILE=" + filepath.Join(c.CertsDir, "client-ca.crt"),
 		"OCTOGATE_GITHUB_API_URL=" + cfg.GitHubAPIURL,
 		"OCTOGATE_GITHUB_ORGS=" + strings.Join(cfg.Orgs, ","),
 		"KUBECONFIG=" + c.AdminKubeconfig,

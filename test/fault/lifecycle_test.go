@@ -182,7 +182,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 	}
 	// The layout of a Secret volume: tls.crt -> ..data/tls.crt, ..data -> ..<version>.
 	dir := t.TempDir()
-	for _, f := range []string{"ca.crt", "client.crt", "client.key"} {
+	for _, f := range []string{"ca.crt", "client-ca.crt", "client.crt", "client.key"} {
 		mustWrite(t, filepath.Join(dir, f), mustRead(t, issued, f))
 	}
 	version := func(n int, kp certs.KeyPair) {

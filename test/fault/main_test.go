@@ -163,7 +163,7 @@ func startOctogate(t *testing.T, gh *githubapi.Server, certsDir string, env ...s
 		"OCTOGATE_LISTEN=127.0.0.1:0",
 		"OCTOGATE_TLS_CERT_FILE="+filepath.Join(certsDir, "tls.crt"),
 		"OCTOGATE_TLS_KEY_FILE="+filepath.Join(certsDir, "tls.key"),
-		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(certsDir, "ca.crt"),
+		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(certsDir, "client-ca.crt"),
 		"OCTOGATE_GITHUB_API_URL="+gh.URL(),
 		"OCTOGATE_GITHUB_CA_FILE="+ghCA,
 		"OCTOGATE_GITHUB_ORGS="+org,
