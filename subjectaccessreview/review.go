@@ -44,7 +44,7 @@ type resourceAttributes struct {
 	// LabelSelector is sent by kube-apiserver 1.31+ (AuthorizeWithSelectors) for list,
 	// watch and deletecollection with a label selector.
 	LabelSelector *struct {
-		RawSelector  string               `json:"rawSelector"`
+		RawSelector  string             `json:"rawSelector"`
 		Requirements []LabelRequirement `json:"requirements"`
 	} `json:"labelSelector"`
 }

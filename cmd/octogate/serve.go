@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
@@ -88,16 +89,43 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	authz, err := subjectaccessreview.New(subjectaccessreview.Config{
-		PolicyFile: cfg.PolicyFile,
-		Logger:     log,
-		Registerer: registry,
-	})
+	var templates *namespacetemplate.Store
+	if cfg.NamespaceTemplatesFile != "" {
+		if templates, err = namespacetemplate.NewStore(namespacetemplate.StoreConfig{File: cfg.NamespaceTemplatesFile, Logger: log, Registerer: registry}); err != nil {
+			return namedError(err)
+		}
+	}
+	var mgr manager.Manager
+	var index *ownership.NamespaceIndex
+	if cfg.Controller {
+		if mgr, err = newManager(cfg, log, templates); err != nil {
+			return err
+		}
+		if index, err = ownership.NewNamespaceIndex(ctx, mgr); err != nil {
+			return err
+		}
+	}
+
+	authzCfg := subjectaccessreview.Config{
+		PolicyFile:     cfg.PolicyFile,
+		Logger:         log,
+		Registerer:     registry,
+		OwnerRules:     true,
+		UsernamePrefix: cfg.UsernamePrefix,
+	}
+	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log, UsernamePrefix: cfg.UsernamePrefix}
+	if templates != nil {
+		admissionCfg.Templates = templates
+	}
+	if index != nil {
+		authzCfg.Owners = index
+		admissionCfg.Namespaces = index
+	}
+	authz, err := subjectaccessreview.New(authzCfg)
 	if err != nil {
 		return namedError(err)
 	}
 
-	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log}
 	mutator, err := admission.NewMutator(admissionCfg)
 	if err != nil {
 		return namedError(err)
@@ -105,13 +133,6 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	validator, err := admission.NewValidator(admissionCfg)
 	if err != nil {
 		return namedError(err)
-	}
-
-	var mgr manager.Manager
-	if cfg.Controller {
-		if mgr, err = newManager(cfg, log); err != nil {
-			return err
-		}
 	}
 
 	server, err := webhooks.New(webhooks.Config{
@@ -139,6 +160,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return authz.Run(ctx) })
+	if templates != nil {
+		g.Go(func() error { return templates.Run(ctx) })
+	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
 	}
@@ -152,7 +176,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 
 // newManager builds the controller-runtime manager of the ownership controller. It serves no
 // HTTP of its own: its metrics land in the shared registry that /metrics serves.
-func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
+func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.Store) (manager.Manager, error) {
 	if cfg.LeaderElect && cfg.LeaderElectionNamespace == "" && !inCluster() {
 		return nil, fmt.Errorf("OCTOGATE_LEADER_ELECTION_NAMESPACE is required with OCTOGATE_LEADER_ELECT=true outside a cluster: expected the namespace of the leader-election Lease")
 	}
@@ -182,12 +206,22 @@ func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
 	err = ownership.Setup(mgr, ownership.Config{
 		OwnerClusterRole: cfg.OwnerClusterRole,
 		DefaultQuota:     quota,
+		Templates:        templateSource(templates),
+		UsernamePrefix:   cfg.UsernamePrefix,
 		Logger:           log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ownership controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// templateSource keeps a nil store a nil interface.
+func templateSource(s *namespacetemplate.Store) ownership.TemplateSource {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // inCluster reports whether the process runs in a pod with a service account, where
@@ -207,6 +241,7 @@ var fieldVariables = strings.NewReplacer(
 	"GitHubAPIURL", "OCTOGATE_GITHUB_API_URL",
 	"GitHubCAFile", "OCTOGATE_GITHUB_CA_FILE",
 	"PolicyFile", "OCTOGATE_POLICY_FILE",
+	"NamespaceTemplatesFile", "OCTOGATE_NAMESPACE_TEMPLATES_FILE",
 	"UsernamePrefix", "OCTOGATE_USERNAME_PREFIX",
 	"UsernameFormat", "OCTOGATE_USERNAME_FORMAT",
 	"AdminGroups", "OCTOGATE_ADMIN_GROUPS",
