@@ -5,8 +5,10 @@ import "github.com/octogate/octogate/internal/githubapi"
 // The GitHub org and people of the end-to-end tests and the demo. Tokens are plain made-up
 // strings that do not resemble real GitHub tokens.
 const (
-	Org           = "acme"
-	AdminTeam     = "platform-admins"
+	Org       = "acme"
+	AdminTeam = "platform-admins"
+	// WebTeam is bob's team (group github:acme/web), for co-owner tests.
+	WebTeam       = "web"
 	AliceToken    = "alice-octogate-demo"
 	BobToken      = "bob-octogate-demo"
 	CarolToken    = "carol-octogate-demo"
@@ -25,7 +27,7 @@ const (
 )
 
 // Fixture is the GitHub stand-in content: alice (acme member, team platform-admins), bob
-// (acme member), carol (valid token, not in acme) and dave (pending invitee of acme).
+// (acme member, team web), carol (valid token, not in acme) and dave (pending invitee of acme).
 func Fixture() githubapi.Fixture {
 	return githubapi.Fixture{Users: []githubapi.User{
 		{
@@ -36,6 +38,7 @@ func Fixture() githubapi.Fixture {
 		{
 			Login: "bob", ID: BobID, Name: "Bob", Tokens: []string{BobToken},
 			Memberships: []githubapi.Membership{{Org: Org}},
+			Teams:       []githubapi.Team{{Org: Org, Name: "Web", Slug: WebTeam}},
 		},
 		{Login: "carol", ID: CarolID, Name: "Carol", Tokens: []string{CarolToken}},
 		{

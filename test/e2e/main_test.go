@@ -27,6 +27,8 @@ type testEnv struct {
 	// kubectl uses a kubeconfig with contexts admin (system:masters), alice, bob, carol, dave
 	// and stranger (a token GitHub does not know).
 	kubectl cluster.Kubectl
+	// templatesFile is OCTOGATE_NAMESPACE_TEMPLATES_FILE.
+	templatesFile string
 }
 
 var (
@@ -123,7 +125,14 @@ func setup() (*testEnv, func(failed bool)) {
 		return env, cleanup
 	}
 
+	// Namespace templates start empty; namespaces_test.go writes its own and restores this.
+	env.templatesFile = filepath.Join(env.work, "namespace-templates.yaml")
+	if err := os.WriteFile(env.templatesFile, []byte(emptyTemplates), 0o600); err != nil {
+		setupErr = err
+		return env, cleanup
+	}
 	env.cluster, err = cluster.Start(ctx, cluster.Config{
+		OctogateEnv:        []string{"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + env.templatesFile},
 		BinDir:             env.binDir,
 		OctogateBinary:     binary,
 		WorkDir:            env.work,
