@@ -23,11 +23,11 @@ type TemplateSource interface {
 	Templates() *namespacetemplate.Templates
 }
 
-// NamespaceLister reads the namespaces that count towards the limits, from a cache: those
-// not being deleted whose AnnotationTemplate is template and, when uid is not empty, whose
-// AnnotationCreatorUID is uid. It returns their names.
+// NamespaceLister reads, from a cache, the namespaces whose AnnotationTemplate is template
+// and, when uid is not empty, whose AnnotationCreatorUID is uid: the names of those that
+// count towards the limits, and of those being deleted (which do not count).
 type NamespaceLister interface {
-	CountedNamespaces(ctx context.Context, template, uid string) ([]string, error)
+	CountedNamespaces(ctx context.Context, template, uid string) (counted, deleting []string, err error)
 }
 
 // reservationTTL is how long a namespace admitted at CREATE counts towards the limits
@@ -122,9 +122,12 @@ func (s *selfService) reserve(ctx context.Context, name string, t *namespacetemp
 		}
 	}
 	count := func(uid string) ([]string, error) {
-		names, err := s.lister.CountedNamespaces(ctx, t.Name, uid)
+		names, deleting, err := s.lister.CountedNamespaces(ctx, t.Name, uid)
 		if err != nil {
 			return nil, err
+		}
+		for _, n := range deleting {
+			delete(r.pending, n)
 		}
 		for n, p := range r.pending {
 			if n != name && p.template == t.Name && (uid == "" || p.uid == uid) && !slices.Contains(names, n) {

@@ -39,7 +39,7 @@ type fakeLister struct {
 	nss [][3]string
 }
 
-func (f *fakeLister) CountedNamespaces(_ context.Context, template, uid string) ([]string, error) {
+func (f *fakeLister) CountedNamespaces(_ context.Context, template, uid string) ([]string, []string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
@@ -48,7 +48,7 @@ func (f *fakeLister) CountedNamespaces(_ context.Context, template, uid string) 
 			out = append(out, ns[0])
 		}
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 var (

@@ -40,20 +40,22 @@ func NewNamespaceIndex(ctx context.Context, mgr manager.Manager) (*NamespaceInde
 	return &NamespaceIndex{reader: mgr.GetCache()}, nil
 }
 
-// CountedNamespaces returns the names of the namespaces not being deleted whose template is
-// template and, when uid is not empty, whose creator uid is uid.
-func (x *NamespaceIndex) CountedNamespaces(ctx context.Context, template, uid string) ([]string, error) {
+// CountedNamespaces returns the names of the namespaces whose template is template and, when
+// uid is not empty, whose creator uid is uid: those not being deleted, and those being deleted.
+func (x *NamespaceIndex) CountedNamespaces(ctx context.Context, template, uid string) (counted, deleting []string, err error) {
 	var list corev1.NamespaceList
 	if err := x.reader.List(ctx, &list, client.MatchingFields{indexTemplateCreator: template + "/" + uid}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	names := make([]string, 0, len(list.Items))
+	counted = make([]string, 0, len(list.Items))
 	for _, ns := range list.Items {
 		if ns.DeletionTimestamp == nil {
-			names = append(names, ns.Name)
+			counted = append(counted, ns.Name)
+		} else {
+			deleting = append(deleting, ns.Name)
 		}
 	}
-	return names, nil
+	return counted, deleting, nil
 }
 
 // NamespaceOwners returns the creator uid and the co-owner teams ("org/team") of the
