@@ -49,6 +49,15 @@ type Config struct {
 	// AdminGroups may change or remove the creator annotations on UPDATE, in addition to
 	// system:masters (OCTOGATE_ADMIN_GROUPS). Group names compare exactly.
 	AdminGroups []string
+	// Templates, when set, are the namespace templates: the mutating webhook records the
+	// creator's template, the validating webhook enforces its names and limits at CREATE.
+	Templates TemplateSource
+	// Namespaces counts namespaces for the templates' limits (a cache); nil with a template
+	// that has limits makes such CREATEs fail with an error.
+	Namespaces NamespaceLister
+	// UsernamePrefix is the prefix of GitHub groups (OCTOGATE_USERNAME_PREFIX): team
+	// "org/team" of AnnotationOwnerTeams is group UsernamePrefix+"org/team".
+	UsernamePrefix string
 	// Logger receives debug lines per review and controller-runtime's errors for requests
 	// that are not AdmissionReviews. Nil means slog.Default().
 	Logger *slog.Logger
@@ -81,9 +90,13 @@ func NewMutator(cfg Config) (http.Handler, error) {
 	return standalone(m, m.reporter)
 }
 
-// NewValidator returns the http.Handler for POST /validate/namespaces: on Namespace UPDATE
-// it denies changing, adding or removing a creator annotation unless the user is in
-// system:masters or cfg.AdminGroups; everything else is allowed. It errors when cfg is invalid.
+// NewValidator returns the http.Handler for POST /validate/namespaces. Unless the user is in
+// system:masters or cfg.AdminGroups: on Namespace CREATE it denies reserved names (kube-*,
+// openshift-*, octogate-*, default), names the creator's template does not allow, creates
+// beyond the template's limits and co-owner teams the creator is not in; on UPDATE it denies
+// changing, adding or removing a creator annotation, the template annotation or the
+// creator-uid label, and co-owner changes by non-owners. Everything else is allowed. It
+// errors when cfg is invalid.
 func NewValidator(cfg Config) (http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

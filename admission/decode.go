@@ -27,10 +27,11 @@ type namespaceMeta struct {
 	GenerateName      string            `json:"generateName"`
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
 	Annotations       map[string]string `json:"annotations"`
+	Labels            map[string]string `json:"labels"`
 }
 
 // decodeInto decodes the kind, apiVersion, metadata.name, metadata.generateName,
-// metadata.deletionTimestamp and metadata.annotations of a Namespace into ns, the way the
+// metadata.deletionTimestamp, metadata.annotations and metadata.labels of a Namespace into ns, the way the
 // API machinery's JSON serializer does (case-sensitive field names) without going through a
 // scheme: the object in an AdmissionRequest is already in the version the webhook registered
 // for (v1). A kind or apiVersion other than v1 Namespace is an error. Errors speak of JSON
@@ -53,6 +54,7 @@ func decodeInto(data []byte, ns *corev1.Namespace) error {
 			GenerateName:      obj.Metadata.GenerateName,
 			DeletionTimestamp: obj.Metadata.DeletionTimestamp,
 			Annotations:       obj.Metadata.Annotations,
+			Labels:            obj.Metadata.Labels,
 		},
 	}
 	return nil

@@ -3,14 +3,19 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 const webhookMutate = "mutate-namespaces"
@@ -18,10 +23,22 @@ const webhookMutate = "mutate-namespaces"
 // mutator is the controller-runtime admission.Handler behind NewMutator.
 type mutator struct {
 	reporter
+	templates TemplateSource
 }
 
 func newMutator(cfg Config) *mutator {
-	return &mutator{reporter: newReporter(cfg.logger(), webhookMutate)}
+	return &mutator{reporter: newReporter(cfg.logger(), webhookMutate), templates: cfg.Templates}
+}
+
+// templateFor returns the name of the template user's namespaces get now, or "".
+func (m *mutator) templateFor(user authenticationv1.UserInfo) string {
+	if m.templates == nil {
+		return ""
+	}
+	if t := m.templates.Templates().Select(creatorOf(user)); t != nil {
+		return t.Name
+	}
+	return ""
 }
 
 // patchOp is one RFC 6902 operation. Value is a string (one annotation) or annotation map
@@ -44,7 +61,7 @@ func (m *mutator) Handle(ctx context.Context, req ctrladmission.Request) ctrladm
 		m.record(ctx, req, decisionError, err.Error())
 		return ctrladmission.Errored(http.StatusBadRequest, err)
 	}
-	ops := handle(&ns, req.UserInfo)
+	ops := handle(&ns, req.UserInfo, m.templateFor(req.UserInfo))
 	if len(ops) == 0 {
 		m.record(ctx, req, decisionAdmit, "nothing to record")
 		return ctrladmission.Allowed("")
@@ -53,31 +70,77 @@ func (m *mutator) Handle(ctx context.Context, req ctrladmission.Request) ctrladm
 	return patched(encodePatch(ops))
 }
 
-// handle decides the patch that records user as the creator of ns: one operation that adds
-// metadata.annotations when the Namespace has none (absent or null), else one add or replace
-// per creator annotation, so client-supplied values are overwritten and every other
-// annotation is kept. It returns nil when there is nothing to record: the Namespace is being
+// handle decides the patch that records user as the creator of ns: the creator annotations
+// (plus AnnotationTemplate when a template was decided, removed when the client supplied one
+// and none was), the creator-uid label and one owner-team label per team of
+// AnnotationOwnerTeams (client-supplied ones that the annotation does not name are removed).
+// A Namespace without annotations (or labels) gets one operation adding the whole map, else
+// one add, replace or remove per key, so client-supplied values are overwritten and every
+// other key is kept. It returns nil when there is nothing to record: the Namespace is being
 // deleted, or has neither name nor generateName (the API server refuses it anyway, and a
 // patch under /metadata might not apply).
-func handle(ns *corev1.Namespace, user authenticationv1.UserInfo) []patchOp {
+func handle(ns *corev1.Namespace, user authenticationv1.UserInfo, template string) []patchOp {
 	if ns.DeletionTimestamp != nil || (ns.Name == "" && ns.GenerateName == "") {
 		return nil
 	}
 	values := creatorAnnotations(user)
-	if ns.Annotations == nil {
-		all := make(map[string]string, len(values))
-		for i, k := range protectedAnnotations {
-			all[k] = values[i]
-		}
-		return []patchOp{{Op: "add", Path: "/metadata/annotations", Value: all}}
-	}
-	ops := make([]patchOp, 0, len(values))
+	annotations := make(map[string]string, len(values)+1)
 	for i, k := range protectedAnnotations {
+		annotations[k] = values[i]
+	}
+	var removeAnnotations []string
+	if template != "" {
+		annotations[namespacetemplate.AnnotationTemplate] = template
+	} else {
+		removeAnnotations = append(removeAnnotations, namespacetemplate.AnnotationTemplate)
+	}
+	labels := map[string]string{}
+	var removeLabels []string
+	if user.UID != "" && len(validation.IsValidLabelValue(user.UID)) == 0 {
+		labels[namespacetemplate.LabelCreatorUID] = user.UID
+	} else {
+		removeLabels = append(removeLabels, namespacetemplate.LabelCreatorUID)
+	}
+	teams, _ := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+	for _, team := range teams {
+		labels[namespacetemplate.OwnerTeamLabel(team)] = "true"
+	}
+	for k := range ns.Labels {
+		if _, want := labels[k]; !want && strings.HasPrefix(k, namespacetemplate.OwnerTeamLabelPrefix) {
+			removeLabels = append(removeLabels, k)
+		}
+	}
+	ops := mapOps("/metadata/annotations/", ns.Annotations, annotations, removeAnnotations)
+	return append(ops, mapOps("/metadata/labels/", ns.Labels, labels, removeLabels)...)
+}
+
+// mapOps returns the operations that set every key of set and remove every key of remove in
+// the map existing at base ("/metadata/annotations/"): one add of the whole map when
+// existing is nil, else one operation per key, in key order.
+func mapOps(base string, existing, set map[string]string, remove []string) []patchOp {
+	if existing == nil {
+		if len(set) == 0 {
+			return nil
+		}
+		return []patchOp{{Op: "add", Path: strings.TrimSuffix(base, "/"), Value: set}}
+	}
+	keys := slices.Sorted(maps.Keys(set))
+	ops := make([]patchOp, 0, len(keys)+len(remove))
+	for _, k := range keys {
 		op := "add"
-		if _, ok := ns.Annotations[k]; ok {
+		if old, ok := existing[k]; ok {
+			if old == set[k] && base != "/metadata/annotations/" {
+				continue
+			}
 			op = "replace"
 		}
-		ops = append(ops, patchOp{Op: op, Path: annotationPaths[i], Value: values[i]})
+		ops = append(ops, patchOp{Op: op, Path: base + escapePointer(k), Value: set[k]})
+	}
+	slices.Sort(remove)
+	for _, k := range remove {
+		if _, ok := existing[k]; ok {
+			ops = append(ops, patchOp{Op: "remove", Path: base + escapePointer(k)})
+		}
 	}
 	return ops
 }
@@ -104,14 +167,6 @@ func groupsJSON(groups []string) string {
 	return string(append(b, ']'))
 }
 
-// annotationPaths are the JSON pointers of protectedAnnotations, in that order.
-var annotationPaths = func() (p [len(protectedAnnotations)]string) {
-	for i, k := range protectedAnnotations {
-		p[i] = "/metadata/annotations/" + escapePointer(k)
-	}
-	return p
-}()
-
 // escapePointer escapes one JSON pointer reference token (RFC 6901 section 3): "~" as "~0",
 // then "/" as "~1".
 func escapePointer(s string) string {
@@ -131,8 +186,8 @@ func patched(patch []byte) ctrladmission.Response {
 	return resp
 }
 
-// encodePatch writes ops as a JSON patch document. Maps are written in protectedAnnotations
-// order (which is sorted, as encoding/json would write them).
+// encodePatch writes ops as a JSON patch document. Maps are written in key order, as
+// encoding/json would write them; a remove has no value.
 func encodePatch(ops []patchOp) []byte {
 	b := make([]byte, 0, patchSize(ops))
 	b = append(b, '[')
@@ -144,18 +199,18 @@ func encodePatch(ops []patchOp) []byte {
 		b = appendJSONString(b, op.Op)
 		b = append(b, `,"path":`...)
 		b = appendJSONString(b, op.Path)
-		b = append(b, `,"value":`...)
+		if op.Value != nil {
+			b = append(b, `,"value":`...)
+		}
 		switch v := op.Value.(type) {
+		case nil:
 		case string:
 			b = appendJSONString(b, v)
 		case map[string]string:
 			b = append(b, '{')
 			n := 0
-			for _, k := range protectedAnnotations {
-				val, ok := v[k]
-				if !ok {
-					continue
-				}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				val := v[k]
 				if n > 0 {
 					b = append(b, ',')
 				}

@@ -63,21 +63,21 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 		name:   "namespace without metadata.annotations gets all three",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "annotations null gets all three",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":null}}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "empty annotations object gets all three",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{}}}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
@@ -86,7 +86,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 			"octogate.dev/creator":"github:someone-else","octogate.dev/creator-uid":"1",
 			"octogate.dev/creator-groups":"[\"system:masters\"]"}}}`,
 		user: octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
@@ -95,7 +95,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 			"labels":{"team":"a"},"annotations":{"example.com/owner":"a","a/b~c":"d","octogate.dev/creator":"x"}},
 			"spec":{"finalizers":["kubernetes"]}}`,
 		user: octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"team":"a"},
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"team":"a","octogate.dev/creator-uid":"583231"},
 			"annotations":{"example.com/owner":"a","a/b~c":"d",
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}},
@@ -104,28 +104,28 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 		name:   "generateName without a name is patched",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"generateName":"ci-"}}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"generateName":"ci-","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"generateName":"ci-","labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "field names compare exactly: Annotations is not metadata.annotations",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"}}}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"},"annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","Annotations":{"x":"y"},"labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}}}`,
 	}, {
 		name:   "fields the decision does not read are not checked",
-		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{}},"spec":"x"}`,
+		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","finalizers":5,"managedFields":{}},"spec":"x"}`,
 		user:   octocat,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":5,"managedFields":{},"annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","finalizers":5,"managedFields":{},"labels":{"octogate.dev/creator-uid":"583231"},"annotations":{
 			"octogate.dev/creator":"github:octocat:583231","octogate.dev/creator-uid":"583231",
 			"octogate.dev/creator-groups":"[\"github:acme\",\"github:acme/platform\",\"system:authenticated\"]"}},"spec":"x"}`,
 	}, {
 		name:   "service account creator is recorded verbatim",
 		object: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ci-1234"}}`,
 		user:   deployer,
-		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ci-1234","annotations":{
+		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ci-1234","labels":{"octogate.dev/creator-uid":"0c7c5a8e-2f4b-4d43-9d1b-1f1e0c0f4a11"},"annotations":{
 			"octogate.dev/creator":"system:serviceaccount:ci:deployer",
 			"octogate.dev/creator-uid":"0c7c5a8e-2f4b-4d43-9d1b-1f1e0c0f4a11",
 			"octogate.dev/creator-groups":"[\"system:serviceaccounts\",\"system:serviceaccounts:ci\",\"system:authenticated\"]"}}}`,
@@ -255,16 +255,17 @@ func TestUndecodableNamespaceIsAnErrorThatEchoesTheUID(t *testing.T) {
 func TestHandleDecidesThePatch(t *testing.T) {
 	now := metav1.Now()
 	tests := []struct {
-		name string
-		ns   corev1.Namespace
-		want []patchOp
+		name     string
+		ns       corev1.Namespace
+		template string
+		want     []patchOp
 	}{{
 		name: "no annotations: one add of the whole map",
 		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		want: []patchOp{{Op: "add", Path: "/metadata/annotations", Value: map[string]string{
 			AnnotationCreator: "github:octocat:583231", AnnotationCreatorUID: "583231",
 			AnnotationCreatorGroups: `["github:acme","github:acme/platform","system:authenticated"]`,
-		}}},
+		}}, {Op: "add", Path: "/metadata/labels", Value: map[string]string{"octogate.dev/creator-uid": "583231"}}},
 	}, {
 		name: "existing creator is replaced, missing ones are added, with ~1 for /",
 		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{AnnotationCreator: "x", "y": "z"}}},
@@ -272,6 +273,32 @@ func TestHandleDecidesThePatch(t *testing.T) {
 			{Op: "replace", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat:583231"},
 			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-groups", Value: `["github:acme","github:acme/platform","system:authenticated"]`},
 			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "add", Path: "/metadata/labels", Value: map[string]string{"octogate.dev/creator-uid": "583231"}},
+		},
+	}, {
+		name: "template recorded, client-supplied owner-team label without the annotation removed, creator-uid label replaced",
+		ns: corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a",
+			Annotations: map[string]string{"octogate.dev/owner-teams": "acme/sre"},
+			Labels:      map[string]string{"octogate.dev/creator-uid": "1", "octogate.dev/owner-team.acme.web": "true", "x": "y"}}},
+		template: "members",
+		want: []patchOp{
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat:583231"},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-groups", Value: `["github:acme","github:acme/platform","system:authenticated"]`},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1template", Value: "members"},
+			{Op: "replace", Path: "/metadata/labels/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "add", Path: "/metadata/labels/octogate.dev~1owner-team.acme.sre", Value: "true"},
+			{Op: "remove", Path: "/metadata/labels/octogate.dev~1owner-team.acme.web"},
+		},
+	}, {
+		name: "client-supplied template annotation is removed when no template applies",
+		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{"octogate.dev/template": "admins"}, Labels: map[string]string{}}},
+		want: []patchOp{
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat:583231"},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-groups", Value: `["github:acme","github:acme/platform","system:authenticated"]`},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "remove", Path: "/metadata/annotations/octogate.dev~1template"},
+			{Op: "add", Path: "/metadata/labels/octogate.dev~1creator-uid", Value: "583231"},
 		},
 	}, {
 		name: "namespace being deleted: nothing",
@@ -279,7 +306,7 @@ func TestHandleDecidesThePatch(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := handle(&tc.ns, octocat); !reflect.DeepEqual(got, tc.want) {
+			if got := handle(&tc.ns, octocat, tc.template); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("handle = %#v\nwant %#v", got, tc.want)
 			}
 		})

@@ -21,6 +21,7 @@ type validator struct {
 	// order, for denial messages.
 	adminGroups map[string]struct{}
 	adminList   []string
+	self        *selfService
 }
 
 func newValidator(cfg Config) *validator {
@@ -28,6 +29,7 @@ func newValidator(cfg Config) *validator {
 		reporter:    newReporter(cfg.logger(), webhookValidate),
 		adminGroups: make(map[string]struct{}, len(cfg.AdminGroups)+1),
 		adminList:   append([]string{groupSystemMasters}, cfg.AdminGroups...),
+		self:        &selfService{templates: cfg.Templates, lister: cfg.Namespaces, prefix: cfg.UsernamePrefix},
 	}
 	for _, g := range v.adminList {
 		v.adminGroups[g] = struct{}{}
@@ -37,8 +39,11 @@ func newValidator(cfg Config) *validator {
 
 // Handle decodes the old and new Namespace of an UPDATE and lets validate decide.
 func (v *validator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	if req.Operation == admissionv1.Create && isNamespace(req) {
+		return v.handleCreate(ctx, req)
+	}
 	if req.Operation != admissionv1.Update || !isNamespace(req) {
-		v.record(ctx, req, decisionAdmit, "not a Namespace UPDATE")
+		v.record(ctx, req, decisionAdmit, "not a Namespace CREATE or UPDATE")
 		return ctrladmission.Allowed("")
 	}
 	var ns, old corev1.Namespace
@@ -75,8 +80,11 @@ func (v *validator) validate(old, ns *corev1.Namespace, user authenticationv1.Us
 			changed = append(changed, k)
 		}
 	}
-	if len(changed) == 0 || v.isAdmin(user) {
+	if v.isAdmin(user) {
 		return ""
+	}
+	if len(changed) == 0 {
+		return v.self.validateOwnership(old, ns, user)
 	}
 	noun := "annotation"
 	if len(changed) > 1 {
@@ -93,4 +101,30 @@ func (v *validator) isAdmin(user authenticationv1.UserInfo) bool {
 		}
 	}
 	return false
+}
+
+// handleCreate decides a Namespace CREATE: admins pass; others are held to the reserved
+// names and their template's names and limits (see selfService.validateCreate). The name is
+// the final one: kube-apiserver generates a generateName's name before validating admission.
+func (v *validator) handleCreate(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	var ns corev1.Namespace
+	if err := decodeNamespace(req.Object, &ns); err != nil {
+		v.record(ctx, req, decisionError, err.Error())
+		return ctrladmission.Errored(http.StatusBadRequest, err)
+	}
+	if v.isAdmin(req.UserInfo) {
+		v.record(ctx, req, decisionAdmit, "admin")
+		return ctrladmission.Allowed("")
+	}
+	msg, err := v.self.validateCreate(ctx, &ns, req.UserInfo, req.DryRun != nil && *req.DryRun)
+	if err != nil {
+		v.record(ctx, req, decisionError, err.Error())
+		return ctrladmission.Errored(http.StatusInternalServerError, err)
+	}
+	if msg != "" {
+		v.record(ctx, req, decisionReject, msg)
+		return ctrladmission.Denied(msg)
+	}
+	v.record(ctx, req, decisionAdmit, "")
+	return ctrladmission.Allowed("")
 }

@@ -39,6 +39,8 @@ var (
 	testQuota    = &corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("20"), corev1.ResourceRequestsCPU: resource.MustParse("4")}}
 	errNoBinary  = errors.New("kube-apiserver and etcd binaries not found in bin/k8s: run make tools")
 	testLogLevel = slog.LevelWarn
+	// testTemplates are the controller's namespace templates; templates_test.go sets them.
+	testTemplates = &switchableTemplates{}
 )
 
 func TestMain(m *testing.M) {
@@ -128,7 +130,7 @@ func startController(ctx context.Context, cfg *rest.Config) (<-chan error, error
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, OrphanOwnerGroup: testOrphanGroup, Logger: log}); err != nil {
+	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, OrphanOwnerGroup: testOrphanGroup, Templates: testTemplates, Logger: log}); err != nil {
 		return nil, err
 	}
 	if testOrphaner, err = NewOrphaner(mgr, log); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,6 +58,12 @@ type Config struct {
 	// OwnerClusterRole in orphaned Namespaces (AnnotationOrphanedAt) instead of their creator,
 	// e.g. "github:acme/platform". Empty: orphaned Namespaces get no owner binding.
 	OrphanOwnerGroup string
+	// Templates, when set, are the namespace templates whose objects are kept in each owned
+	// Namespace with AnnotationTemplate; reloads roll out to every such Namespace.
+	Templates TemplateSource
+	// UsernamePrefix is the prefix of GitHub groups: co-owner team "org/team" is bound as
+	// group UsernamePrefix+"org/team". Empty is "github:".
+	UsernamePrefix string
 	// Logger receives the controller's logs (controller-runtime's included). Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -100,7 +107,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		return fmt.Errorf("ownership: cache of owned objects: %w", err)
 	}
 	// Informers must exist before the cache starts when ReaderFailOnMissingInformer is set.
-	for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &corev1.ResourceQuota{}} {
+	for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &corev1.ResourceQuota{}, &corev1.LimitRange{}, &networkingv1.NetworkPolicy{}} {
 		if _, err := owned.GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("ownership: informer for %T: %w", obj, err)
 		}
@@ -118,15 +125,26 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		clusterRole: cfg.OwnerClusterRole,
 		orphanGroup: cfg.OrphanOwnerGroup,
 		quota:       cfg.DefaultQuota,
+		templates:   cfg.Templates,
+		prefix:      cfg.UsernamePrefix,
+	}
+	if r.prefix == "" {
+		r.prefix = "github:"
 	}
 	toNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetNamespace()}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Namespace{}).
 		WatchesRawSource(source.Kind(owned, client.Object(&rbacv1.RoleBinding{}), toNamespace)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ResourceQuota{}), toNamespace)).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.LimitRange{}), toNamespace)).
+		WatchesRawSource(source.Kind(owned, client.Object(&networkingv1.NetworkPolicy{}), toNamespace))
+	if cfg.Templates != nil {
+		b = b.WatchesRawSource(templateSource(cfg.Templates, mgr.GetClient()))
+	}
+	return b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			l := logr.FromSlogHandler(log.Handler()).WithValues("controller", ControllerName)

@@ -9,7 +9,8 @@ import (
 // ownerClusterRole (empty: DefaultOwnerClusterRole): read Namespaces and patch them (the
 // orphan annotations, Orphaner); manage RoleBindings and
 // ResourceQuotas (cluster-wide, because it acts in every namespace; it lists only objects
-// labelled LabelManagedBy=ManagedByValue); bind ownerClusterRole, without which the API server
+// labelled LabelManagedBy=ManagedByValue), LimitRanges and NetworkPolicies (namespace
+// templates); bind ownerClusterRole, without which the API server
 // refuses to create a RoleBinding granting permissions the controller does not hold itself
 // (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#restrictions-on-role-binding-creation-or-update);
 // and write events.k8s.io Events. Leader election needs coordination.k8s.io leases on top.
@@ -20,7 +21,8 @@ func RBACRules(ownerClusterRole string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{corev1.GroupName}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		{APIGroups: []string{corev1.GroupName}, Resources: []string{"resourcequotas"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{corev1.GroupName}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{ownerClusterRole}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}

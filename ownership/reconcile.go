@@ -40,6 +40,8 @@ type reconciler struct {
 	clusterRole string
 	orphanGroup string // bound in orphaned Namespaces instead of the creator; "" binds no one
 	quota       *corev1.ResourceQuotaSpec
+	templates   TemplateSource // nil: no templates
+	prefix      string         // of GitHub groups, for co-owner teams
 }
 
 // Reconcile makes the owner RoleBinding and default ResourceQuota of one Namespace match its
@@ -66,6 +68,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.quota != nil {
 		if err := r.reconcileQuota(ctx, ns, owned); err != nil {
 			r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "ResourceQuota %s: %v", ResourceQuotaName, err)
+			return reconcile.Result{}, err
+		}
+	}
+	if err := r.reconcileOwnerTeams(ctx, ns, owned); err != nil {
+		r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "RoleBinding %s: %v", OwnerTeamsRoleBindingName, err)
+		return reconcile.Result{}, err
+	}
+	if r.templates != nil {
+		if err := r.reconcileTemplate(ctx, ns, owned); err != nil {
+			r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "template: %v", err)
 			return reconcile.Result{}, err
 		}
 	}

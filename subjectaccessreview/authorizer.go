@@ -26,6 +26,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer gets octogate_policy_reload_errors_total. Nil: the metric is not registered.
 	Registerer prometheus.Registerer
+	// Owners, when set, lets namespace owners get and delete their namespaces; list and
+	// watch with an owner label selector are allowed whenever OwnerRules is true.
+	Owners NamespaceOwners
+	// OwnerRules turns on the owner decisions (ownerDecision) for requests the policy has no
+	// opinion on.
+	OwnerRules bool
+	// UsernamePrefix is the prefix of GitHub groups, for co-owner teams ("github:").
+	UsernamePrefix string
 }
 
 // Reload timing: fsnotify events are acted on after a short quiet period so that an editor's
@@ -45,6 +53,9 @@ type Authorizer struct {
 	reloadErrors prometheus.Counter
 	pollInterval time.Duration
 	record       func(context.Context, webhooks.Outcome)
+	owners       NamespaceOwners
+	ownerRules   bool
+	prefix       string
 
 	// lastSeen is the hash of the file content last considered (loaded or refused), or the
 	// read error's text; owned by New and then by the Run goroutine.
@@ -64,6 +75,9 @@ func New(cfg Config) (*Authorizer, error) {
 		log:          log.With("component", "subjectaccessreview"),
 		pollInterval: defaultPollInterval,
 		record:       webhooks.Record,
+		owners:       cfg.Owners,
+		ownerRules:   cfg.OwnerRules,
+		prefix:       cfg.UsernamePrefix,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octogate_policy_reload_errors_total",
 			Help: "Policy file changes that were refused (unreadable or invalid); the previous policy stays in force.",
@@ -130,6 +144,11 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := a.policy.Load().Authorize(&attrs)
+	if d.Verdict == NoOpinion && a.ownerRules && !exempt(&attrs) {
+		if od, ok := ownerDecision(&attrs, a.owners, a.prefix); ok {
+			d = od
+		}
+	}
 	out, err := d.answer(apiVersion)
 	if err != nil {
 		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})

@@ -71,6 +71,7 @@ const (
 // list or create) apply; otherwise Verb and Path do.
 type Attributes struct {
 	User   string
+	UID    string
 	Groups []string
 
 	ResourceRequest bool
@@ -80,6 +81,9 @@ type Attributes struct {
 	Subresource     string
 	Namespace       string
 	Name            string
+	// LabelRequirements are the parsed requirements of the request's label selector
+	// (resourceAttributes.labelSelector.requirements); rawSelector is never read.
+	LabelRequirements []LabelRequirement
 
 	Path string
 }

@@ -17,8 +17,8 @@ const (
 
 // reviewRequest is the part of a SubjectAccessReview (k8s.io/api/authorization/v1 and v1beta1)
 // that evaluation reads. Both versions share one wire struct so a review is decoded once: they
-// differ only in the groups field, "groups" in v1 and "group" in v1beta1. extra, uid and the
-// field and label selectors are not read, so they are skipped rather than decoded.
+// differ only in the groups field, "groups" in v1 and "group" in v1beta1. extra and the field
+// selector are not read, so they are skipped rather than decoded.
 type reviewRequest struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -26,6 +26,7 @@ type reviewRequest struct {
 		ResourceAttributes    *resourceAttributes    `json:"resourceAttributes"`
 		NonResourceAttributes *nonResourceAttributes `json:"nonResourceAttributes"`
 		User                  string                 `json:"user"`
+		UID                   string                 `json:"uid"`
 		Groups                []string               `json:"groups"`
 		Group                 []string               `json:"group"`
 	} `json:"spec"`
@@ -40,6 +41,20 @@ type resourceAttributes struct {
 	Resource    string `json:"resource"`
 	Subresource string `json:"subresource"`
 	Name        string `json:"name"`
+	// LabelSelector is sent by kube-apiserver 1.31+ (AuthorizeWithSelectors) for list,
+	// watch and deletecollection with a label selector.
+	LabelSelector *struct {
+		RawSelector  string             `json:"rawSelector"`
+		Requirements []LabelRequirement `json:"requirements"`
+	} `json:"labelSelector"`
+}
+
+// LabelRequirement is one parsed requirement of a request's label selector
+// (metav1.LabelSelectorRequirement: key, operator In, NotIn, Exists or DoesNotExist, values).
+type LabelRequirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values"`
 }
 
 // nonResourceAttributes mirrors authorization.k8s.io NonResourceAttributes.
@@ -102,6 +117,7 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		return "", attrs, badReview(webhooks.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, req.APIVersion))
 	}
 	attrs.User = req.Spec.User
+	attrs.UID = req.Spec.UID
 	ra, nra := req.Spec.ResourceAttributes, req.Spec.NonResourceAttributes
 	switch {
 	case ra != nil && nra != nil:
@@ -114,6 +130,9 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		attrs.Subresource = ra.Subresource
 		attrs.Namespace = ra.Namespace
 		attrs.Name = ra.Name
+		if ra.LabelSelector != nil {
+			attrs.LabelRequirements = ra.LabelSelector.Requirements
+		}
 	case nra != nil:
 		attrs.Verb = nra.Verb
 		attrs.Path = nra.Path

@@ -101,6 +101,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		TokenReviewVersion: "v1",
 		AuthnCacheTTL:      10 * time.Second,
 		TokenCacheTTL:      10 * time.Second,
+		// Self-service namespaces: quotas, names and limits per creator (docs/namespaces.md).
+		OctogateEnv: []string{"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + filepath.Join(root, "examples", "namespace-templates.yaml")},
 	}
 	var githubURL string // the stand-in's web URL, for the "login" context
 	var doctor string    // the tour's `octogate doctor` line (stand-in only)
@@ -318,6 +320,16 @@ octogate is running. In another shell:
                                                   # alice after ~3 s); the 8-hour GitHub App token is cached and refreshed
   for i in 1 2 3 4 5; do kubectl --context login get ns >/dev/null & done; wait   # no prompt: the cache serves all
   # On a laptop with a browser, real GitHub: octogate credential --browser (see docs/login.md)
+
+  # Self-service namespaces (examples/namespace-templates.yaml, docs/namespaces.md)
+  kubectl --context bob create namespace web      # denied: allowed names for you: bob-*
+  kubectl -n bob-dev get resourcequota,limitrange,networkpolicy   # from template "members"
+  kubectl --context bob get namespaces -l octogate.dev/creator-uid=1002   # bob lists his own
+  octogate namespaces --context bob               # the same, uid found with SelfSubjectReview
+  kubectl --context bob get namespaces            # Forbidden without the selector
+  kubectl --context bob create namespace bob-2 && kubectl --context bob create namespace bob-3
+  kubectl --context bob create namespace bob-4    # denied: github:bob:1002 owns 3 of the 3 namespaces ...
+  kubectl --context bob delete namespace bob-3    # owners may delete their own namespaces
 `)
 		fmt.Printf("  %s\n                                                  # why carol is refused: [not_member], what it means, what to do\n", doctor)
 	}

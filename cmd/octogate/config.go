@@ -44,6 +44,7 @@ type serveConfig struct {
 	AdminGroups             []string      `env:"OCTOGATE_ADMIN_GROUPS" envSeparator:"," help:"comma list of groups that may change creator annotations"`
 	OwnerClusterRole        string        `env:"OCTOGATE_OWNER_CLUSTERROLE" envDefault:"admin" help:"ClusterRole bound to a namespace's creator"`
 	DefaultQuotaFile        string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
+	NamespaceTemplatesFile  string        `env:"OCTOGATE_NAMESPACE_TEMPLATES_FILE" help:"namespace templates (NamespaceTemplates YAML): objects, name rules and limits per creator; reloaded on change"`
 	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`

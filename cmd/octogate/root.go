@@ -36,6 +36,8 @@ func newRootCmd() *cobra.Command {
 		newCertsCmd(),
 		newKubeconfigCmd(),
 		newPolicyCmd(),
+		newTemplateCmd(),
+		newNamespacesCmd(),
 		newCredentialCmd(),
 		newDoctorCmd(),
 		newVersionCmd(),

@@ -25,6 +25,7 @@ import (
 	"github.com/octogate/octogate/admission"
 	"github.com/octogate/octogate/certs"
 	"github.com/octogate/octogate/githubwebhook"
+	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
@@ -114,29 +115,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	authz, err := subjectaccessreview.New(subjectaccessreview.Config{
-		PolicyFile: cfg.PolicyFile,
-		Logger:     log,
-		Registerer: registry,
-	})
-	if err != nil {
-		return namedError(err)
+	var templates *namespacetemplate.Store
+	if cfg.NamespaceTemplatesFile != "" {
+		if templates, err = namespacetemplate.NewStore(namespacetemplate.StoreConfig{File: cfg.NamespaceTemplatesFile, Logger: log, Registerer: registry}); err != nil {
+			return namedError(err)
+		}
 	}
-
-	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log}
-	mutator, err := admission.NewMutator(admissionCfg)
-	if err != nil {
-		return namedError(err)
-	}
-	validator, err := admission.NewValidator(admissionCfg)
-	if err != nil {
-		return namedError(err)
-	}
-
 	var mgr manager.Manager
+	var index *ownership.NamespaceIndex
 	var orphaner *ownership.Orphaner
 	if cfg.Controller {
-		if mgr, err = newManager(cfg, log); err != nil {
+		if mgr, err = newManager(cfg, log, templates); err != nil {
+			return err
+		}
+		if index, err = ownership.NewNamespaceIndex(ctx, mgr); err != nil {
 			return err
 		}
 		if orphaner, err = ownership.NewOrphaner(mgr, log); err != nil {
@@ -146,6 +138,36 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			return err
 		}
 	}
+
+	authzCfg := subjectaccessreview.Config{
+		PolicyFile:     cfg.PolicyFile,
+		Logger:         log,
+		Registerer:     registry,
+		OwnerRules:     true,
+		UsernamePrefix: cfg.UsernamePrefix,
+	}
+	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log, UsernamePrefix: cfg.UsernamePrefix}
+	if templates != nil {
+		admissionCfg.Templates = templates
+	}
+	if index != nil {
+		authzCfg.Owners = index
+		admissionCfg.Namespaces = index
+	}
+	authz, err := subjectaccessreview.New(authzCfg)
+	if err != nil {
+		return namedError(err)
+	}
+
+	mutator, err := admission.NewMutator(admissionCfg)
+	if err != nil {
+		return namedError(err)
+	}
+	validator, err := admission.NewValidator(admissionCfg)
+	if err != nil {
+		return namedError(err)
+	}
+
 	ghHook, runRevocations, err := githubWebhook(cfg, authn, orphaner, registry, log)
 	if err != nil {
 		return namedError(err)
@@ -193,6 +215,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		// In the background: serve starts (and GitHub tokens work) while the issuer is down.
 		g.Go(func() error { actions.Warm(ctx); return nil })
 	}
+	if templates != nil {
+		g.Go(func() error { return templates.Run(ctx) })
+	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
 	}
@@ -209,7 +234,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 
 // newManager builds the controller-runtime manager of the ownership controller. It serves no
 // HTTP of its own: its metrics land in the shared registry that /metrics serves.
-func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
+func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.Store) (manager.Manager, error) {
 	if cfg.LeaderElect && cfg.LeaderElectionNamespace == "" && !inCluster() {
 		return nil, fmt.Errorf("OCTOGATE_LEADER_ELECTION_NAMESPACE is required with OCTOGATE_LEADER_ELECT=true outside a cluster: expected the namespace of the leader-election Lease")
 	}
@@ -240,12 +265,22 @@ func newManager(cfg serveConfig, log *slog.Logger) (manager.Manager, error) {
 		OwnerClusterRole: cfg.OwnerClusterRole,
 		OrphanOwnerGroup: cfg.OrphanOwnerGroup,
 		DefaultQuota:     quota,
+		Templates:        templateSource(templates),
+		UsernamePrefix:   cfg.UsernamePrefix,
 		Logger:           log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ownership controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// templateSource keeps a nil store a nil interface.
+func templateSource(s *namespacetemplate.Store) ownership.TemplateSource {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // inCluster reports whether the process runs in a pod with a service account, where
@@ -265,6 +300,7 @@ var fieldVariables = strings.NewReplacer(
 	"GitHubAPIURL", "OCTOGATE_GITHUB_API_URL",
 	"GitHubCAFile", "OCTOGATE_GITHUB_CA_FILE",
 	"PolicyFile", "OCTOGATE_POLICY_FILE",
+	"NamespaceTemplatesFile", "OCTOGATE_NAMESPACE_TEMPLATES_FILE",
 	"UsernamePrefix", "OCTOGATE_USERNAME_PREFIX",
 	"UsernameFormat", "OCTOGATE_USERNAME_FORMAT",
 	"AdminGroups", "OCTOGATE_ADMIN_GROUPS",

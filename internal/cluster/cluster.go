@@ -294,9 +294,9 @@ func AdmissionWebhookConfigurations(baseURL string, caBundle []byte) (*admission
 		Name:       "not-system-masters",
 		Expression: "!('system:masters' in request.userInfo.groups)",
 	}}
-	rule := func(op admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	rule := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{op},
+			Operations: ops,
 			Rule: admissionregistrationv1.Rule{
 				APIGroups:   []string{""},
 				APIVersions: []string{"v1"},
@@ -323,7 +323,7 @@ func AdmissionWebhookConfigurations(baseURL string, caBundle []byte) (*admission
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "namespaces.octogate.dev",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &validateURL, CABundle: caBundle},
-			Rules:                   rule(admissionregistrationv1.Update),
+			Rules:                   rule(admissionregistrationv1.Create, admissionregistrationv1.Update),
 			FailurePolicy:           &ignore,
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,

@@ -5,9 +5,11 @@ import "github.com/octogate/octogate/internal/githubapi"
 // The GitHub org and people of the end-to-end tests and the demo. Tokens are plain made-up
 // strings that do not resemble real GitHub tokens.
 const (
-	Org           = "acme"
-	OrgID         = 2001 // acme's numeric id; OCTOGATE_GITHUB_ORGS may pin it as "acme=2001"
-	AdminTeam     = "platform-admins"
+	Org       = "acme"
+	OrgID     = 2001 // acme's numeric id; OCTOGATE_GITHUB_ORGS may pin it as "acme=2001"
+	AdminTeam = "platform-admins"
+	// WebTeam is bob's team (group github:acme/web), for co-owner tests.
+	WebTeam       = "web"
 	AliceToken    = "alice-octogate-demo"
 	BobToken      = "bob-octogate-demo"
 	CarolToken    = "carol-octogate-demo"
@@ -26,7 +28,7 @@ const (
 )
 
 // Fixture is the GitHub stand-in content: alice (acme member, team platform-admins), bob
-// (acme member), carol (valid token, not in acme) and dave (pending invitee of acme).
+// (acme member, team web), carol (valid token, not in acme) and dave (pending invitee of acme).
 func Fixture() githubapi.Fixture {
 	return githubapi.Fixture{Orgs: []githubapi.Org{{Login: Org, ID: OrgID}}, Users: []githubapi.User{
 		{
@@ -37,6 +39,7 @@ func Fixture() githubapi.Fixture {
 		{
 			Login: "bob", ID: BobID, Name: "Bob", Tokens: []string{BobToken},
 			Memberships: []githubapi.Membership{{Org: Org}},
+			Teams:       []githubapi.Team{{Org: Org, Name: "Web", Slug: WebTeam}},
 		},
 		{Login: "carol", ID: CarolID, Name: "Carol", Tokens: []string{CarolToken}},
 		{

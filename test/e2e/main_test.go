@@ -30,6 +30,8 @@ type testEnv struct {
 
 	// actions is the GitHub Actions OIDC issuer octogate trusts (OCTOGATE_ACTIONS_ISSUER).
 	actions *githubapi.ActionsIssuer
+	// templatesFile is OCTOGATE_NAMESPACE_TEMPLATES_FILE.
+	templatesFile string
 }
 
 var (
@@ -130,6 +132,12 @@ func setup() (*testEnv, func(failed bool)) {
 	env.actions = githubapi.NewActionsIssuerTLS()
 	stops = append(stops, env.actions.Close)
 
+	// Namespace templates start empty; namespaces_test.go writes its own and restores this.
+	env.templatesFile = filepath.Join(env.work, "namespace-templates.yaml")
+	if err := os.WriteFile(env.templatesFile, []byte(emptyTemplates), 0o600); err != nil {
+		setupErr = err
+		return env, cleanup
+	}
 	env.cluster, err = cluster.Start(ctx, cluster.Config{
 		BinDir:             env.binDir,
 		OctogateBinary:     binary,
@@ -145,6 +153,7 @@ func setup() (*testEnv, func(failed bool)) {
 		OctogateEnv: []string{
 			"OCTOGATE_ACTIONS_AUDIENCE=" + actionsAudience,
 			"OCTOGATE_ACTIONS_ISSUER=" + env.actions.URL(),
+			"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + env.templatesFile,
 		},
 	})
 	if err != nil {

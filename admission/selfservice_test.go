@@ -1,0 +1,235 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/octogate/octogate/namespacetemplate"
+)
+
+const selfServiceTemplates = `apiVersion: octogate.dev/v1alpha1
+kind: NamespaceTemplates
+templates:
+- name: sre
+  match: {groups: ["github:acme/sre"]}
+  maxNamespacesPerUser: 2
+  maxNamespaces: 3
+  names: ["{{login}}-*", "{{team}}-*"]
+- name: members
+  maxNamespacesPerUser: 3
+  names: ["{{login}}-*"]
+`
+
+type fixedTemplates struct{ t *namespacetemplate.Templates }
+
+func (f fixedTemplates) Templates() *namespacetemplate.Templates { return f.t }
+
+// fakeLister answers from a fixed list of namespaces (name, template, uid), as the cache
+// would after leaving out namespaces being deleted.
+type fakeLister struct {
+	mu  sync.Mutex
+	nss [][3]string
+}
+
+func (f *fakeLister) CountedNamespaces(_ context.Context, template, uid string) ([]string, []string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ns := range f.nss {
+		if ns[1] == template && (uid == "" || ns[2] == uid) {
+			out = append(out, ns[0])
+		}
+	}
+	return out, nil, nil
+}
+
+var (
+	bob = authenticationv1.UserInfo{Username: "github:bob:1002", UID: "1002",
+		Groups: []string{"github:acme", "system:authenticated"},
+		Extra:  map[string]authenticationv1.ExtraValue{extraLogin: {"Bob"}}}
+	sreCarol = authenticationv1.UserInfo{Username: "github:carol:1003", UID: "1003",
+		Groups: []string{"github:acme", "github:acme/sre", "system:authenticated"},
+		Extra:  map[string]authenticationv1.ExtraValue{extraLogin: {"carol"}}}
+	platformAdmin = authenticationv1.UserInfo{Username: "github:alice:1001", UID: "1001",
+		Groups: []string{"github:acme", "github:acme/platform-admins"},
+		Extra:  map[string]authenticationv1.ExtraValue{extraLogin: {"alice"}}}
+)
+
+func selfServiceValidator(t *testing.T, lister *fakeLister) *validator {
+	t.Helper()
+	tp, err := namespacetemplate.Parse([]byte(selfServiceTemplates))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newValidator(Config{AdminGroups: []string{"github:acme/platform-admins"}, Logger: quiet,
+		Templates: fixedTemplates{tp}, Namespaces: lister, UsernamePrefix: "github:"})
+	v.outcome = (&outcomes{}).record
+	return v
+}
+
+func createRequest(t *testing.T, name string, annotations map[string]string, user authenticationv1.UserInfo) ctrladmission.Request {
+	t.Helper()
+	obj, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": name, "annotations": annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrladmission.Request{AdmissionRequest: namespaceRequest(admissionv1.Create, string(obj), "", user)}
+}
+
+func TestCreateIsHeldToNamesAndLimits(t *testing.T) {
+	lister := &fakeLister{nss: [][3]string{
+		{"bob-a", "members", "1002"}, {"bob-b", "members", "1002"}, {"bob-c", "members", "1002"},
+		{"carol-a", "sre", "1003"}, {"sre-x", "sre", "1999"},
+	}}
+	members := map[string]string{namespacetemplate.AnnotationTemplate: "members"}
+	sre := map[string]string{namespacetemplate.AnnotationTemplate: "sre"}
+	tests := []struct {
+		name        string
+		ns          string
+		annotations map[string]string
+		user        authenticationv1.UserInfo
+		want        string // "" = allowed
+	}{
+		{"per-user limit reached: the denial lists the namespaces", "bob-d", members, bob,
+			`github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
+		{"name outside the patterns lists the filled-in patterns", "team-x", members, bob,
+			`octogate: namespace name "team-x" is not allowed by template "members"; allowed names for you: bob-*`},
+		{"reserved name", "kube-bob", members, bob,
+			`octogate: namespace name "kube-bob" is reserved (kube-*): only admins may create it`},
+		{"default is reserved", "default", nil, sreCarol,
+			`octogate: namespace name "default" is reserved (default): only admins may create it`},
+		{"template total reached", "sre-tools", sre, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}},
+			`template "sre" has 3 of its 3 namespaces: carol-a, carol-b, sre-x`},
+		{"team pattern and room left", "sre-tools", sre, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}, ""},
+		{"admins are never limited nor held to names", "kube-admin-tools", members, platformAdmin, ""},
+		{"no template annotation: the template is selected now", "bob-d", nil, bob,
+			`github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
+		{"co-owner team the creator is not in", "carol-b", map[string]string{namespacetemplate.AnnotationTemplate: "sre", namespacetemplate.AnnotationOwnerTeams: "acme/web"}, sreCarol,
+			`octogate: annotation octogate.dev/owner-teams: github:carol:1003 is not a member of team acme/web (group github:acme/web): only teams you are in may co-own a namespace`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &fakeLister{nss: slices.Clone(lister.nss)}
+			if tc.name == "template total reached" {
+				l.nss = append(l.nss, [3]string{"carol-b", "sre", "1003"})
+			}
+			if tc.name == "team pattern and room left" {
+				l.nss = l.nss[:4]
+			}
+			v := selfServiceValidator(t, l)
+			resp := v.Handle(context.Background(), createRequest(t, tc.ns, tc.annotations, tc.user))
+			if tc.want == "" {
+				if !resp.Allowed {
+					t.Fatalf("denied: %s", resp.Result.Message)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result.Message != tc.want {
+				t.Fatalf("allowed=%v message=%q\nwant denial %q", resp.Allowed, resp.Result.Message, tc.want)
+			}
+		})
+	}
+}
+
+func TestConcurrentCreatesOneBelowTheLimitAdmitExactlyOne(t *testing.T) {
+	lister := &fakeLister{nss: [][3]string{{"bob-a", "members", "1002"}, {"bob-b", "members", "1002"}}}
+	v := selfServiceValidator(t, lister)
+	members := map[string]string{namespacetemplate.AnnotationTemplate: "members"}
+	var wg sync.WaitGroup
+	allowed := make(chan string, 10)
+	start := make(chan struct{})
+	for i := range 10 {
+		req := createRequest(t, fmt.Sprintf("bob-%d", i), members, bob)
+		wg.Go(func() {
+			<-start
+			if resp := v.Handle(context.Background(), req); resp.Allowed {
+				allowed <- req.Name
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(allowed)
+	var got []string
+	for n := range allowed {
+		got = append(got, n)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d creates admitted (%v), want exactly 1", len(got), got)
+	}
+	// The reservation stands until the cache shows the namespace: the next create is denied
+	// even though the cache still counts 2.
+	resp := v.Handle(context.Background(), createRequest(t, "bob-z", members, bob))
+	if resp.Allowed {
+		t.Fatal("a create after the reserved one was admitted")
+	}
+}
+
+func TestDryRunDoesNotReserve(t *testing.T) {
+	lister := &fakeLister{nss: [][3]string{{"bob-a", "members", "1002"}, {"bob-b", "members", "1002"}}}
+	v := selfServiceValidator(t, lister)
+	members := map[string]string{namespacetemplate.AnnotationTemplate: "members"}
+	dry := createRequest(t, "bob-dry", members, bob)
+	yes := true
+	dry.DryRun = &yes
+	if resp := v.Handle(context.Background(), dry); !resp.Allowed {
+		t.Fatalf("dry run denied: %s", resp.Result.Message)
+	}
+	if resp := v.Handle(context.Background(), createRequest(t, "bob-real", members, bob)); !resp.Allowed {
+		t.Fatalf("real create after a dry run denied: %s", resp.Result.Message)
+	}
+}
+
+func TestUpdateProtectsOwnership(t *testing.T) {
+	obj := func(annotations, labels map[string]string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "bob-a", "annotations": annotations, "labels": labels}})
+		return string(b)
+	}
+	owned := map[string]string{AnnotationCreatorUID: "1002", namespacetemplate.AnnotationTemplate: "members"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range owned {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	uid := map[string]string{namespacetemplate.LabelCreatorUID: "1002"}
+	sreMember := authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}
+	tests := []struct {
+		name                   string
+		oldA, newA, oldL, newL map[string]string
+		user                   authenticationv1.UserInfo
+		allowed                bool
+	}{
+		{"template annotation cannot change", owned, with(namespacetemplate.AnnotationTemplate, "sre"), uid, uid, bob, false},
+		{"creator-uid label cannot change", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1"}, bob, false},
+		{"creator adds a team they are in", owned, with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), uid, uid, authenticationv1.UserInfo{Username: bob.Username, UID: "1002", Groups: []string{"github:acme/sre"}}, true},
+		{"creator adds a team they are not in", owned, with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), uid, uid, bob, false},
+		{"someone else sets teams", owned, with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), uid, uid, sreMember, false},
+		{"co-owner team member removes the team", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), owned, uid, uid, sreMember, true},
+		{"owner-team label for a team the annotation does not name", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "octogate.dev/owner-team.acme.sre": "true"}, bob, false},
+		{"admin changes the template", owned, with(namespacetemplate.AnnotationTemplate, "sre"), uid, uid, platformAdmin, true},
+		{"other labels change freely", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "env": "dev"}, bob, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := selfServiceValidator(t, &fakeLister{})
+			req := ctrladmission.Request{AdmissionRequest: namespaceRequest(admissionv1.Update, obj(tc.newA, tc.newL), obj(tc.oldA, tc.oldL), tc.user)}
+			resp := v.Handle(context.Background(), req)
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v (%v), want %v", resp.Allowed, resp.Result, tc.allowed)
+			}
+		})
+	}
+}

@@ -1,0 +1,186 @@
+package namespacetemplate
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reload timing, as for the authorization policy: fsnotify events are acted on after a
+// short quiet period, and the file's hash is compared every PollInterval besides.
+const (
+	DefaultPollInterval = 2 * time.Second
+	eventQuietPeriod    = 100 * time.Millisecond
+)
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// File is the templates file (OCTOGATE_NAMESPACE_TEMPLATES_FILE); required.
+	File string
+	// Logger receives reload messages; nil discards them.
+	Logger *slog.Logger
+	// Registerer gets octogate_template_reload_errors_total; nil: not registered.
+	Registerer prometheus.Registerer
+	// PollInterval is how often the file's content is compared; 0 is DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Store holds the templates in force and keeps them in step with their file.
+type Store struct {
+	path         string
+	log          *slog.Logger
+	current      atomic.Pointer[Templates]
+	reloadErrors prometheus.Counter
+	poll         time.Duration
+	lastSeen     string
+
+	mu       sync.Mutex
+	watchers []func(*Templates)
+}
+
+// NewStore loads cfg.File. A file that cannot be read or is invalid is an error naming it
+// and the offending fields.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if cfg.File == "" {
+		return nil, errors.New("namespacetemplate: File is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		path: cfg.File,
+		log:  log.With("component", "namespacetemplate"),
+		poll: cfg.PollInterval,
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "octogate_template_reload_errors_total",
+			Help: "Namespace templates file changes that were refused (unreadable or invalid); the previous templates stay in force.",
+		}),
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultPollInterval
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.reloadErrors); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("namespacetemplate: registering octogate_template_reload_errors_total: %w", err)
+			}
+			c, ok := are.ExistingCollector.(prometheus.Counter)
+			if !ok {
+				return nil, fmt.Errorf("namespacetemplate: octogate_template_reload_errors_total registered with another type: %w", err)
+			}
+			s.reloadErrors = c
+		}
+	}
+	data, err := os.ReadFile(cfg.File)
+	if err != nil {
+		return nil, fmt.Errorf("NamespaceTemplatesFile: %w", err)
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("NamespaceTemplatesFile %s: %w", cfg.File, err)
+	}
+	s.lastSeen = contentKey(data)
+	s.current.Store(t)
+	s.log.Info("namespace templates loaded", "file", cfg.File, "templates", len(t.List()))
+	return s, nil
+}
+
+// Templates returns the templates in force.
+func (s *Store) Templates() *Templates { return s.current.Load() }
+
+// OnChange registers f, called (from Run's goroutine) with the new templates after each
+// successful reload. Register before Run.
+func (s *Store) OnChange(f func(*Templates)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, f)
+}
+
+// Run keeps the templates in step with the file until ctx is done, then returns nil: it
+// watches the file's directory (in-place writes, renames, ConfigMap ..data symlink swaps)
+// and compares the content every PollInterval. An unreadable or invalid file keeps the
+// previous templates, is logged and counted once per distinct content.
+func (s *Store) Run(ctx context.Context) error {
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	watcher, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = watcher.Add(filepath.Dir(s.path)); err != nil {
+			_ = watcher.Close()
+		}
+	}
+	if err != nil {
+		s.log.Warn("cannot watch the templates directory; checking the file periodically only", "file", s.path, "err", err)
+	} else {
+		defer func() { _ = watcher.Close() }()
+		events, watchErrs = watcher.Events, watcher.Errors
+	}
+	poll := time.NewTicker(s.poll)
+	defer poll.Stop()
+	quiet := time.NewTimer(eventQuietPeriod)
+	quiet.Stop()
+	defer quiet.Stop()
+	s.check()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+			quiet.Reset(eventQuietPeriod)
+		case err := <-watchErrs:
+			s.log.Warn("templates directory watch error", "file", s.path, "err", err)
+		case <-quiet.C:
+			s.check()
+		case <-poll.C:
+			s.check()
+		}
+	}
+}
+
+func (s *Store) check() {
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		if key := "error: " + err.Error(); key != s.lastSeen {
+			s.lastSeen = key
+			s.reloadErrors.Inc()
+			s.log.Error("namespace templates file unreadable; keeping the previous templates", "file", s.path, "err", err)
+		}
+		return
+	}
+	key := contentKey(data)
+	if key == s.lastSeen {
+		return
+	}
+	s.lastSeen = key
+	t, err := Parse(data)
+	if err != nil {
+		s.reloadErrors.Inc()
+		s.log.Error("namespace templates file invalid; keeping the previous templates", "file", s.path, "err", err)
+		return
+	}
+	s.current.Store(t)
+	s.log.Info("namespace templates reloaded", "file", s.path, "templates", len(t.List()))
+	s.mu.Lock()
+	watchers := append([]func(*Templates){}, s.watchers...)
+	s.mu.Unlock()
+	for _, f := range watchers {
+		f(t)
+	}
+}
+
+func contentKey(data []byte) string {
+	sum := sha256.Sum256(data)
+	return string(sum[:])
+}

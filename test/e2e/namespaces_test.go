@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/octogate/octogate/internal/cluster"
+)
+
+const emptyTemplates = "apiVersion: octogate.dev/v1alpha1\nkind: NamespaceTemplates\ntemplates: []\n"
+
+// selfServiceTemplates: acme members get at most 2 namespaces named <login>-*, each with a
+// ResourceQuota; platform-admins are admins through the policy but not OCTOGATE_ADMIN_GROUPS,
+// so they are held to the same template.
+const selfServiceTemplates = `apiVersion: octogate.dev/v1alpha1
+kind: NamespaceTemplates
+templates:
+- name: members
+  match: {groups: ["github:acme"]}
+  maxNamespacesPerUser: 2
+  names: ["{{login}}-*", "{{team}}-*"]
+  objects:
+  - {apiVersion: v1, kind: ResourceQuota, metadata: {name: compute}, spec: {hard: {pods: "5"}}}
+`
+
+// useTemplates writes doc as the templates file, waits until octogate enforces it (a
+// server-side dry run of a name no template allows is refused) and restores the empty file
+// when the test ends.
+func useTemplates(t *testing.T, e *testEnv, doc string) {
+	t.Helper()
+	if err := os.WriteFile(e.templatesFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(e.templatesFile, []byte(emptyTemplates), 0o600) })
+	waitFor(t, 15*time.Second, "templates reloaded", func() (struct{}, error) {
+		res := e.kubectlAs(t, "bob", "create", "namespace", "probe-reload", "--dry-run=server")
+		if res.ExitCode != 0 && strings.Contains(res.Stderr, "allowed names for you") {
+			return struct{}{}, nil
+		}
+		return struct{}{}, fmt.Errorf("%w: %s", errNotYet, res)
+	})
+}
+
+func deleteNamespaces(t *testing.T, e *testEnv, names ...string) {
+	t.Cleanup(func() {
+		e.kubectlAs(t, "admin", append([]string{"delete", "namespace", "--ignore-not-found", "--wait=false"}, names...)...)
+	})
+}
+
+func TestSelfServiceNamespaces(t *testing.T) {
+	e := requireEnv(t)
+	defer e.dumpLogs(t)
+	useTemplates(t, e, selfServiceTemplates)
+	deleteNamespaces(t, e, "bob-a", "bob-b", "bob-c", "web-tools", "alice-a")
+
+	t.Run("a name outside the template's patterns is refused with the filled-in patterns", func(t *testing.T) {
+		res := e.kubectlAs(t, "bob", "create", "namespace", "team-x")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, `allowed names for you: bob-*, web-*`) {
+			t.Fatalf("want a denial listing bob-*, web-*\n%s", res)
+		}
+	})
+	t.Run("reserved names are refused", func(t *testing.T) {
+		res := e.kubectlAs(t, "bob", "create", "namespace", "kube-bob")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "is reserved (kube-*)") {
+			t.Fatalf("want a reserved-name denial\n%s", res)
+		}
+	})
+	t.Run("the per-person limit counts by uid and lists the namespaces", func(t *testing.T) {
+		e.mustSucceed(t, "bob", "create", "namespace", "bob-a")
+		e.mustSucceed(t, "bob", "create", "namespace", "web-tools", "--dry-run=server")
+		e.mustSucceed(t, "bob", "create", "namespace", "bob-b")
+		res := e.kubectlAs(t, "bob", "create", "namespace", "bob-c")
+		want := fmt.Sprintf(`%s owns 2 of the 2 namespaces allowed by template "members": bob-a, bob-b`, cluster.BobUser)
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, want) {
+			t.Fatalf("want %q\n%s", want, res)
+		}
+	})
+	t.Run("the template's objects are created and labelled", func(t *testing.T) {
+		waitFor(t, 10*time.Second, "ResourceQuota compute in bob-a", func() (string, error) {
+			res := e.kubectlAs(t, "admin", "get", "resourcequota", "compute", "-n", "bob-a", "-o", "jsonpath={.metadata.labels.octogate\\.dev/template}")
+			if res.ExitCode != 0 || res.Stdout != "members" {
+				return "", fmt.Errorf("%w: %s", errNotYet, res)
+			}
+			return res.Stdout, nil
+		})
+	})
+	t.Run("bob lists exactly his namespaces with the creator-uid selector", func(t *testing.T) {
+		selector := fmt.Sprintf("octogate.dev/creator-uid=%d", cluster.BobID)
+		mine := e.mustSucceed(t, "bob", "get", "namespaces", "-l", selector, "-o", "name")
+		all := e.mustSucceed(t, "admin", "get", "namespaces", "-l", selector, "-o", "name")
+		got, want := strings.Fields(mine.Stdout), strings.Fields(all.Stdout)
+		if !slices.Equal(got, want) || !slices.Contains(got, "namespace/bob-a") || !slices.Contains(got, "namespace/bob-b") {
+			t.Fatalf("bob sees %v, the cluster has %v", got, want)
+		}
+		for _, args := range [][]string{
+			{"get", "namespaces"},
+			{"get", "namespaces", "-l", fmt.Sprintf("octogate.dev/creator-uid=%d", cluster.AliceID)},
+			{"get", "namespaces", "-l", "octogate.dev/creator-uid"},
+		} {
+			if res := e.kubectlAs(t, "bob", args...); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+				t.Errorf("want Forbidden\n%s", res)
+			}
+		}
+		e.mustSucceed(t, "bob", "get", "namespace", "bob-a")
+	})
+	t.Run("co-owner teams: only the creator's own teams, bound in octogate-owner-teams", func(t *testing.T) {
+		res := e.kubectlStdin(t, "bob", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-c","annotations":{"octogate.dev/owner-teams":"acme/platform-admins"}}}`), "create", "-f", "-")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "is not a member of team acme/platform-admins") {
+			t.Fatalf("want a denial for a team bob is not in\n%s", res)
+		}
+		e.mustSucceed(t, "admin", "annotate", "namespace", "bob-b", "octogate.dev/owner-teams=acme/web")
+		waitFor(t, 10*time.Second, "RoleBinding octogate-owner-teams in bob-b", func() (string, error) {
+			res := e.kubectlAs(t, "admin", "get", "rolebinding", "octogate-owner-teams", "-n", "bob-b", "-o", "jsonpath={.subjects[0].name}")
+			if res.ExitCode != 0 || res.Stdout != "github:acme/web" {
+				return "", fmt.Errorf("%w: %s", errNotYet, res)
+			}
+			return res.Stdout, nil
+		})
+	})
+	t.Run("bob deletes his own namespace but not alice's", func(t *testing.T) {
+		e.mustSucceed(t, "alice", "create", "namespace", "alice-a")
+		if res := e.kubectlAs(t, "bob", "delete", "namespace", "alice-a", "--wait=false"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Fatalf("bob deleting alice's namespace: want Forbidden\n%s", res)
+		}
+		e.mustSucceed(t, "bob", "delete", "namespace", "bob-a", "--wait=false")
+	})
+	t.Run("a namespace being deleted no longer counts", func(t *testing.T) {
+		waitFor(t, 15*time.Second, "bob-c admitted once bob-a is deleting", func() (string, error) {
+			res := e.kubectlAs(t, "bob", "create", "namespace", "bob-c", "--dry-run=server")
+			if res.ExitCode != 0 {
+				return "", fmt.Errorf("%w: %s", errNotYet, res)
+			}
+			return "", nil
+		})
+	})
+}
