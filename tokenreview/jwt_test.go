@@ -43,9 +43,9 @@ func TestJWTDispatch(t *testing.T) {
 	}{
 		{name: "a JWT goes to the JWT lookup, not GitHub", token: jwtShaped, enabled: true, wantJWT: true, wantCode: 200, wantAuthn: true},
 		{name: "a JWT refusal is 200 unauthenticated with its reason first", token: jwtShaped, enabled: true, wantJWT: true,
-			jwtErr: &reviewError{kind: ErrRefused, msg: "[wrong_audience] for another audience"}, wantCode: 200, wantPrefix: "[wrong_audience] "},
+			jwtErr: &reviewError{kind: ErrRefused, reason: "wrong_audience", msg: "for another audience"}, wantCode: 200, wantPrefix: "[wrong_audience] "},
 		{name: "issuer unavailable is 503", token: jwtShaped, enabled: true, wantJWT: true,
-			jwtErr: &reviewError{kind: ErrUnavailable, msg: "[issuer_unavailable] down"}, wantCode: 503, wantPrefix: "[issuer_unavailable] "},
+			jwtErr: &reviewError{kind: ErrUnavailable, reason: "issuer_unavailable", msg: "down"}, wantCode: 503, wantPrefix: "[issuer_unavailable] "},
 		{name: "a GitHub token still goes to GitHub", token: "ghp_octocat", enabled: true, wantCode: 200, wantAuthn: true},
 		{name: "a non-JWT with two dots goes to GitHub", token: "not.a.jwt", enabled: true, wantCode: 200},
 		{name: "without Actions, a JWT goes to GitHub", token: jwtShaped, wantCode: 200},

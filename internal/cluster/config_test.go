@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,8 +95,8 @@ func TestAdmissionWebhookConfigurations(t *testing.T) {
 	if string(*mw.FailurePolicy) != "Fail" || string(*vw.FailurePolicy) != "Ignore" {
 		t.Errorf("failure policies = %s, %s; want Fail (mutate), Ignore (validate)", *mw.FailurePolicy, *vw.FailurePolicy)
 	}
-	if mw.Rules[0].Operations[0] != "CREATE" || vw.Rules[0].Operations[0] != "UPDATE" {
-		t.Errorf("operations = %v, %v; want CREATE, UPDATE", mw.Rules[0].Operations, vw.Rules[0].Operations)
+	if ops := fmt.Sprint(mw.Rules[0].Operations, vw.Rules[0].Operations); ops != "[CREATE] [CREATE UPDATE]" {
+		t.Errorf("operations = %s; want [CREATE] (mutate), [CREATE UPDATE] (validate: limits and names at creation, immutable ownership on update)", ops)
 	}
 	for _, expr := range []string{mw.MatchConditions[0].Expression, vw.MatchConditions[0].Expression} {
 		if !strings.Contains(expr, "system:masters") {

@@ -281,7 +281,8 @@ func TestDefaults(t *testing.T) {
 		want := []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "patch"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{"admin"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		}
@@ -325,7 +326,7 @@ func TestDefaults(t *testing.T) {
 			timeout     *int32
 			failure     *admissionregistrationv1.FailurePolicyType
 			conditions  []admissionregistrationv1.MatchCondition
-			wantOp      admissionregistrationv1.OperationType
+			wantOps     []admissionregistrationv1.OperationType
 			wantPath    string
 			wantFailure admissionregistrationv1.FailurePolicyType
 		}
@@ -335,13 +336,14 @@ func TestDefaults(t *testing.T) {
 		m, v := mw.Webhooks[0], vw.Webhooks[0]
 		for _, h := range []hook{
 			{m.Name, m.ClientConfig, m.Rules, m.SideEffects, m.AdmissionReviewVersions, m.TimeoutSeconds, m.FailurePolicy, m.MatchConditions,
-				admissionregistrationv1.Create, "/mutate/namespaces", admissionregistrationv1.Fail},
+				[]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "/mutate/namespaces", admissionregistrationv1.Fail},
 			{v.Name, v.ClientConfig, v.Rules, v.SideEffects, v.AdmissionReviewVersions, v.TimeoutSeconds, v.FailurePolicy, v.MatchConditions,
-				admissionregistrationv1.Update, "/validate/namespaces", admissionregistrationv1.Ignore},
+				// CREATE: template names and limits; UPDATE: ownership stays immutable.
+				[]admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, "/validate/namespaces", admissionregistrationv1.Ignore},
 		} {
-			if len(h.rules) != 1 || !slices.Equal(h.rules[0].Operations, []admissionregistrationv1.OperationType{h.wantOp}) ||
+			if len(h.rules) != 1 || !slices.Equal(h.rules[0].Operations, h.wantOps) ||
 				!slices.Equal(h.rules[0].Resources, []string{"namespaces"}) || !slices.Equal(h.rules[0].APIGroups, []string{""}) {
-				t.Errorf("%s rules = %+v, want %s namespaces only", h.name, h.rules, h.wantOp)
+				t.Errorf("%s rules = %+v, want %v namespaces only", h.name, h.rules, h.wantOps)
 			}
 			if h.side == nil || *h.side != admissionregistrationv1.SideEffectClassNone || !slices.Equal(h.versions, []string{"v1"}) {
 				t.Errorf("%s sideEffects %v reviewVersions %v", h.name, h.side, h.versions)

@@ -31,7 +31,7 @@ func TestGitHubActions(t *testing.T) {
 	dir := t.TempDir()
 	kc, err := exec.CommandContext(ctx, e.cluster.Config.OctogateBinary, "kubeconfig", "user",
 		"--server", e.cluster.APIServer.URL, "--ca", e.cluster.APIServer.CAFile,
-		"--github-actions="+actionsAudience).Output()
+		"--github-actions="+actionsAudience, "--command", e.cluster.Config.OctogateBinary).Output()
 	if err != nil {
 		t.Fatalf("octogate kubeconfig user --github-actions: %v", err)
 	}
