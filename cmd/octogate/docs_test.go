@@ -270,3 +270,17 @@ func TestInvocationsExtraction(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEveryVariableIsDocumented checks that docs/configuration.md has a row for every
+// OCTOGATE_* variable `octogate serve` reads.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range configFields() {
+		if name := envName(f); !strings.Contains(string(doc), "| `"+name+"`") && !strings.Contains(string(doc), "`"+name+"`, `") && !strings.Contains(string(doc), ", `"+name+"` |") {
+			t.Errorf("docs/configuration.md has no row for %s (%s)", name, f.Tag.Get("help"))
+		}
+	}
+}
