@@ -20,7 +20,7 @@ DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd6
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
 
-.PHONY: all build tools test unit e2e lint bench fuzz demo clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
 
 all: build
 
@@ -115,6 +115,10 @@ check-version:
 	@test -n "$(TAG)" || { echo "TAG is empty"; exit 1; }
 	@test "$(TAG)" = "v$(VERSION)" || { echo "tag $(TAG) is not v$(VERSION), the chart's appVersion"; exit 1; }
 	@grep -q '^version: $(VERSION)$$' charts/octogate/Chart.yaml || { echo "Chart.yaml version is not $(VERSION)"; exit 1; }
+## chart-docs: regenerate charts/octogate/README.md from values.yaml (helm-docs, pinned)
+chart-docs:
+	$(GO) run github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2 --chart-search-root charts/octogate \
+	  --template-files README.md.gotmpl --skip-version-footer --log-level error
 
 clean:
 	rm -rf bin demo dist

@@ -196,7 +196,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		defer os.Remove(actionsKubeconfig)
 	}
 
-	printTour(kubeconfig, filepath.Join(root, "bin", "k8s"), work, realGitHub, doctor)
+	// bin/k8s has kubectl; bin has octogate, for `octogate namespaces` and `octogate doctor`.
+	printTour(kubeconfig, filepath.Join(root, "bin", "k8s")+":"+filepath.Join(root, "bin"), work, realGitHub, doctor)
 	if !realGitHub {
 		printHardeningTour(binary, work)
 	}
