@@ -55,7 +55,7 @@ var Reasons = []ReasonInfo{
 		"get a new token (`gh auth login`, or `octogate credential --forget` for a cached device-flow token) and log in again"},
 	{ReasonNotUserToken, ResultRefused,
 		"a GitHub App installation token (ghs_) or a refresh token (ghr_): it identifies no user",
-		"log in with a token of your own user (gh auth token, a personal access token, the device flow); for CI, use a GitHub Actions OIDC token once octogate accepts them"},
+		"log in with a token of your own user (gh auth token, a personal access token, the device flow); for CI, use a GitHub Actions OIDC token (docs/github-actions.md)"},
 	{ReasonTokenTypeRefused, ResultRefused,
 		"the cluster admin refuses this kind of token (OCTOGATE_GITHUB_TOKEN_TYPES)",
 		"use a token of an accepted kind; the error lists them"},

@@ -75,7 +75,7 @@ Exit codes: 0 Allow, 1 Deny, 2 NoOpinion (the next authorizer, normally RBAC, de
 	})
 	f := cmd.Flags()
 	f.StringVar(&o.file, "file", "", "policy file to check (required)")
-	f.StringVar(&o.user, "user", "", "username of the request, e.g. github:octocat")
+	f.StringVar(&o.user, "user", "", "username of the request, e.g. github:octocat:583231")
 	f.StringArrayVar(&o.groups, "group", nil, "a group of the user (repeatable)")
 	f.StringVar(&o.verb, "verb", "", "verb: get, list, watch, create, update, patch, delete, ... (lowercase)")
 	f.StringVar(&o.resource, "resource", "", "resource, e.g. pods, or resource/subresource, e.g. pods/log (makes a resource request)")

@@ -27,7 +27,7 @@ const (
 	accessTokenRoute = "/login/oauth/access_token"
 )
 
-// TestLogin follows README "Log in with kubectl" with the real kubectl: a kubeconfig from
+// TestLogin follows README "Log in with kubectl" (docs/login.md) with the real kubectl: a kubeconfig from
 // `octogate kubeconfig user` whose exec plugin, `octogate credential`, finds no GITHUB_TOKEN
 // and no gh, so it runs the GitHub device flow against the stand-in while alice approves the
 // code it shows; the token is cached and the next kubectl uses it without a new device flow.
