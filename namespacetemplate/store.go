@@ -2,25 +2,23 @@ package namespacetemplate
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/filewatch"
 )
 
 // Reload timing, as for the authorization policy: fsnotify events are acted on after a
 // short quiet period, and the file's hash is compared every PollInterval besides.
 const (
 	DefaultPollInterval = 2 * time.Second
-	eventQuietPeriod    = 100 * time.Millisecond
 )
 
 // StoreConfig configures a Store.
@@ -41,8 +39,7 @@ type Store struct {
 	log          *slog.Logger
 	current      atomic.Pointer[Templates]
 	reloadErrors prometheus.Counter
-	poll         time.Duration
-	lastSeen     string
+	file         *filewatch.File
 
 	mu       sync.Mutex
 	watchers []func(*Templates)
@@ -61,14 +58,14 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		path: cfg.File,
 		log:  log.With("component", "namespacetemplate"),
-		poll: cfg.PollInterval,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octogate_template_reload_errors_total",
 			Help: "Namespace templates file changes that were refused (unreadable or invalid); the previous templates stay in force.",
 		}),
 	}
-	if s.poll <= 0 {
-		s.poll = DefaultPollInterval
+	poll := cfg.PollInterval
+	if poll <= 0 {
+		poll = DefaultPollInterval
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.reloadErrors); err != nil {
@@ -91,9 +88,10 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NamespaceTemplatesFile %s: %w", cfg.File, err)
 	}
-	s.lastSeen = contentKey(data)
 	s.current.Store(t)
 	s.log.Info("namespace templates loaded", "file", cfg.File, "templates", len(t.List()))
+	s.file = &filewatch.File{Path: cfg.File, Name: "namespace templates", Poll: poll, Apply: s.apply, Failed: s.reloadErrors.Inc, Log: s.log}
+	s.file.Seen(data)
 	return s, nil
 }
 
@@ -112,63 +110,13 @@ func (s *Store) OnChange(f func(*Templates)) {
 // watches the file's directory (in-place writes, renames, ConfigMap ..data symlink swaps)
 // and compares the content every PollInterval. An unreadable or invalid file keeps the
 // previous templates, is logged and counted once per distinct content.
-func (s *Store) Run(ctx context.Context) error {
-	var events <-chan fsnotify.Event
-	var watchErrs <-chan error
-	watcher, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = watcher.Add(filepath.Dir(s.path)); err != nil {
-			_ = watcher.Close()
-		}
-	}
-	if err != nil {
-		s.log.Warn("cannot watch the templates directory; checking the file periodically only", "file", s.path, "err", err)
-	} else {
-		defer func() { _ = watcher.Close() }()
-		events, watchErrs = watcher.Events, watcher.Errors
-	}
-	poll := time.NewTicker(s.poll)
-	defer poll.Stop()
-	quiet := time.NewTimer(eventQuietPeriod)
-	quiet.Stop()
-	defer quiet.Stop()
-	s.check()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-events:
-			quiet.Reset(eventQuietPeriod)
-		case err := <-watchErrs:
-			s.log.Warn("templates directory watch error", "file", s.path, "err", err)
-		case <-quiet.C:
-			s.check()
-		case <-poll.C:
-			s.check()
-		}
-	}
-}
+func (s *Store) Run(ctx context.Context) error { return s.file.Run(ctx) }
 
-func (s *Store) check() {
-	data, err := os.ReadFile(s.path)
-	if err != nil {
-		if key := "error: " + err.Error(); key != s.lastSeen {
-			s.lastSeen = key
-			s.reloadErrors.Inc()
-			s.log.Error("namespace templates file unreadable; keeping the previous templates", "file", s.path, "err", err)
-		}
-		return
-	}
-	key := contentKey(data)
-	if key == s.lastSeen {
-		return
-	}
-	s.lastSeen = key
+// apply puts new file content in force and tells the watchers; invalid content is an error.
+func (s *Store) apply(data []byte) error {
 	t, err := Parse(data)
 	if err != nil {
-		s.reloadErrors.Inc()
-		s.log.Error("namespace templates file invalid; keeping the previous templates", "file", s.path, "err", err)
-		return
+		return err
 	}
 	s.current.Store(t)
 	s.log.Info("namespace templates reloaded", "file", s.path, "templates", len(t.List()))
@@ -178,9 +126,5 @@ func (s *Store) check() {
 	for _, f := range watchers {
 		f(t)
 	}
-}
-
-func contentKey(data []byte) string {
-	sum := sha256.Sum256(data)
-	return string(sum[:])
+	return nil
 }

@@ -2,18 +2,17 @@ package subjectaccessreview
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/filewatch"
 
 	"github.com/octogate/octogate/webhooks"
 )
@@ -41,7 +40,6 @@ type Config struct {
 // event in the watched directory (a symlink target elsewhere, a recreated directory).
 const (
 	defaultPollInterval = 2 * time.Second
-	eventQuietPeriod    = 100 * time.Millisecond
 )
 
 // Authorizer answers SubjectAccessReviews from the current policy. It is an http.Handler for
@@ -51,15 +49,11 @@ type Authorizer struct {
 	log          *slog.Logger
 	policy       atomic.Pointer[Policy]
 	reloadErrors prometheus.Counter
-	pollInterval time.Duration
+	file         *filewatch.File // nil without a PolicyFile
 	record       func(context.Context, webhooks.Outcome)
 	owners       NamespaceOwners
 	ownerRules   bool
 	prefix       string
-
-	// lastSeen is the hash of the file content last considered (loaded or refused), or the
-	// read error's text; owned by New and then by the Run goroutine.
-	lastSeen string
 }
 
 // New loads and compiles cfg.PolicyFile. A file that cannot be read or is invalid returns an
@@ -71,13 +65,12 @@ func New(cfg Config) (*Authorizer, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Authorizer{
-		path:         cfg.PolicyFile,
-		log:          log.With("component", "subjectaccessreview"),
-		pollInterval: defaultPollInterval,
-		record:       webhooks.Record,
-		owners:       cfg.Owners,
-		ownerRules:   cfg.OwnerRules,
-		prefix:       cfg.UsernamePrefix,
+		path:       cfg.PolicyFile,
+		log:        log.With("component", "subjectaccessreview"),
+		record:     webhooks.Record,
+		owners:     cfg.Owners,
+		ownerRules: cfg.OwnerRules,
+		prefix:     cfg.UsernamePrefix,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octogate_policy_reload_errors_total",
 			Help: "Policy file changes that were refused (unreadable or invalid); the previous policy stays in force.",
@@ -109,9 +102,10 @@ func New(cfg Config) (*Authorizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PolicyFile %s: %w", cfg.PolicyFile, err)
 	}
-	a.lastSeen = contentKey(data)
 	a.policy.Store(p)
 	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules())
+	a.file = &filewatch.File{Path: cfg.PolicyFile, Name: "policy", Poll: defaultPollInterval, Apply: a.apply, Failed: a.reloadErrors.Inc, Log: a.log}
+	a.file.Seen(data)
 	return a, nil
 }
 
@@ -178,78 +172,20 @@ func outcomeDecision(v Verdict) string {
 // in force, is logged and counted in octogate_policy_reload_errors_total (once per distinct
 // content). Without a PolicyFile it only waits for ctx. Call it once per Authorizer.
 func (a *Authorizer) Run(ctx context.Context) error {
-	if a.path == "" {
+	if a.file == nil {
 		<-ctx.Done()
 		return nil
 	}
-	var events <-chan fsnotify.Event
-	var watchErrs <-chan error
-	watcher, err := fsnotify.NewWatcher()
-	if err == nil {
-		err = watcher.Add(filepath.Dir(a.path))
-		if err != nil {
-			_ = watcher.Close()
-		}
-	}
-	if err != nil {
-		a.log.Warn("cannot watch the policy directory; checking the file periodically only", "file", a.path, "err", err)
-	} else {
-		defer func() { _ = watcher.Close() }()
-		events, watchErrs = watcher.Events, watcher.Errors
-	}
-
-	poll := time.NewTicker(a.pollInterval)
-	defer poll.Stop()
-	quiet := time.NewTimer(eventQuietPeriod)
-	quiet.Stop()
-	defer quiet.Stop()
-
-	a.check()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-events:
-			// Any event in the directory may concern the file: its own write or rename, or a
-			// ConfigMap swap renaming the ..data symlink that the file resolves through.
-			quiet.Reset(eventQuietPeriod)
-		case err := <-watchErrs:
-			a.log.Warn("policy directory watch error", "file", a.path, "err", err)
-		case <-quiet.C:
-			a.check()
-		case <-poll.C:
-			a.check()
-		}
-	}
+	return a.file.Run(ctx)
 }
 
-// check reloads the policy if the file's content changed since it was last considered.
-func (a *Authorizer) check() {
-	data, err := os.ReadFile(a.path)
-	if err != nil {
-		if key := "error: " + err.Error(); key != a.lastSeen {
-			a.lastSeen = key
-			a.reloadErrors.Inc()
-			a.log.Error("policy file unreadable; keeping the previous policy", "file", a.path, "err", err)
-		}
-		return
-	}
-	key := contentKey(data)
-	if key == a.lastSeen {
-		return
-	}
-	a.lastSeen = key
+// apply compiles new policy file content and puts it in force; invalid content is an error.
+func (a *Authorizer) apply(data []byte) error {
 	p, err := Parse(data)
 	if err != nil {
-		a.reloadErrors.Inc()
-		a.log.Error("policy file invalid; keeping the previous policy", "file", a.path, "err", err)
-		return
+		return err
 	}
 	a.policy.Store(p)
 	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules())
-}
-
-func contentKey(data []byte) string {
-	sum := sha256.Sum256(data)
-	return string(sum[:])
+	return nil
 }
