@@ -275,7 +275,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 		Listen:       "127.0.0.1:0",
 		TLSCertFile:  filepath.Join(dir, certs.ServingCertFile),
 		TLSKeyFile:   filepath.Join(dir, certs.ServingKeyFile),
-		ClientCAFile: filepath.Join(dir, certs.CACertFile),
+		ClientCAFile: filepath.Join(dir, certs.ClientCACertFile),
 		Logger:       logger,
 		Registerer:   e.registry,
 		Gatherer:     e.registry,

@@ -52,7 +52,7 @@ func measureRSS(ctx context.Context, e *env, o options) []string {
 		"OCTOGATE_LISTEN=127.0.0.1:0",
 		"OCTOGATE_TLS_CERT_FILE="+filepath.Join(e.dir, certs.ServingCertFile),
 		"OCTOGATE_TLS_KEY_FILE="+filepath.Join(e.dir, certs.ServingKeyFile),
-		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(e.dir, certs.CACertFile),
+		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(e.dir, certs.ClientCACertFile),
 		"OCTOGATE_GITHUB_API_URL="+e.gh.URL(),
 		"OCTOGATE_GITHUB_CA_FILE="+e.ghCAFile,
 		"OCTOGATE_GITHUB_ORGS="+org,
