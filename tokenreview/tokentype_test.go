@@ -8,14 +8,18 @@ import (
 	"github.com/octogate/octogate/internal/githubapi"
 )
 
+// madeUp is a token of GitHub's shape (prefix + 36 characters) that is no one's: built at run
+// time so that nothing token-like is committed.
+func madeUp(prefix string, n int) string { return prefix + strings.Repeat("x0", n/2) }
+
 func TestTokenType(t *testing.T) {
 	for _, tc := range []struct{ token, want string }{
-		{"ghp_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeClassic},
+		{madeUp("ghp_", 36), TokenTypeClassic},
 		{"github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", TokenTypeFineGrained},
-		{"gho_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeOAuth},
-		{"ghu_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeAppUser},
-		{"ghs_16C7e42F292c6912E7710c838347Ae178B4a", TokenTypeAppInstallation},
-		{"ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498", TokenTypeRefresh},
+		{madeUp("gho_", 36), TokenTypeOAuth},
+		{madeUp("ghu_", 36), TokenTypeAppUser},
+		{madeUp("ghs_", 36), TokenTypeAppInstallation},
+		{madeUp("ghr_", 76), TokenTypeRefresh},
 		{"0123456789abcdef0123456789abcdef01234567", TokenTypeLegacy},
 		{"alice-octogate-demo", TokenTypeLegacy},
 		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl", TokenTypeJWT},
