@@ -29,6 +29,9 @@ type rules struct {
 func newRules(orgs []string) rules {
 	r := rules{orgs: map[string]bool{}}
 	for _, o := range orgs {
+		// "acme=2001" pins acme to its id (OCTOGATE_GITHUB_ORGS); deliveries are signed with
+		// our secret, so the org's login is enough to recognise it here.
+		o, _, _ = strings.Cut(o, "=")
 		o = strings.ToLower(strings.TrimSpace(o))
 		if o == "*" {
 			r.anyOrg = true

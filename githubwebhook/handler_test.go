@@ -341,3 +341,19 @@ func FuzzDelivery(f *testing.F) {
 		}
 	})
 }
+
+func TestMemberRemovedFromAPinnedOrgOrphans(t *testing.T) {
+	orph := &fakeOrphaner{}
+	h, err := New(Config{Secret: secret, Orgs: []string{"acme=2001", "umbrella"}, Revoker: &fakeRevoker{}, Orphaner: orph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{h: h, orph: orph}
+	d := githubapi.Delivery{Event: "organization", Payload: githubapi.OrganizationPayload("member_removed", acme, bob, admin)}
+	if status, a := e.deliver(t, d, secret); status != 200 || a.Result != "evicted" {
+		t.Fatalf("delivery: %d %+v", status, a)
+	}
+	if len(orph.calls) != 1 {
+		t.Fatalf("orphaner calls %q: a member removed from pinned org acme=2001 must orphan their namespaces", orph.calls)
+	}
+}

@@ -282,7 +282,7 @@ What octogate refuses (docs/configuration.md):
   kubectl --context bob get namespace kube-system # Forbidden: a Namespace object's namespace is its own name
   %[1]s policy check --file %[2]s/policy.yaml --user github:bob:1002 --group github:acme \
       --verb get --resource namespaces --name kube-system   # Deny, the same rule kube-apiserver applied
-  kubectl --token "ghp_$(head -c 100000 /dev/zero | tr '\0' A)" get namespaces
+  kubectl --context carol --token "ghp_$(head -c 100000 /dev/zero | tr '\0' A)" get namespaces
                                                   # Unauthorized; octogate.log: /authenticate 413, no GitHub call
   OCTOGATE_GITHUB_ORGS=acme OCTOGATE_USERNAME_PREFIX=system: %[1]s serve
                                                   # refused at start: system: is reserved by Kubernetes
@@ -323,7 +323,7 @@ octogate is running. In another shell:
   # On a laptop with a browser, real GitHub: octogate credential --browser (see docs/login.md)
 
   # Self-service namespaces (examples/namespace-templates.yaml, docs/namespaces.md)
-  kubectl --context bob create namespace web      # denied: allowed names for you: bob-*
+  kubectl --context bob create namespace web      # denied: allowed names for you: bob-*, web-*
   kubectl -n bob-dev get resourcequota,limitrange,networkpolicy   # from template "members"
   kubectl --context bob get namespaces -l octogate.dev/creator-uid=1002   # bob lists his own
   octogate namespaces --context bob               # the same, uid found with SelfSubjectReview
@@ -354,7 +354,8 @@ requests; GitHub's 304 answers cost the user no rate limit:
 
 // printCertsTour shows certificate renewal (docs/install.md, "Certificates").
 func printCertsTour(binary, certsDir, octogateURL string) {
-	fmt.Printf(`Certificates (docs/install.md):
+	fmt.Printf(`
+Certificates (docs/install.md):
 
   %[1]s certs renew --dir %[2]s            # nothing is due yet
   %[1]s certs renew --dir %[2]s --force    # a new serving certificate; octogate serves it within seconds

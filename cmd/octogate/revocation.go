@@ -50,7 +50,7 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 	}
 	h, err = githubwebhook.New(githubwebhook.Config{
 		Secret:     []byte(cfg.GitHubWebhookSecret),
-		Orgs:       cfg.GitHubOrgs,
+		Orgs:       tokenreview.OrgLogins(cfg.GitHubOrgs),
 		Revoker:    revoker,
 		Orphaner:   o,
 		Logger:     log,
@@ -99,7 +99,7 @@ func addMembershipCheck(cfg serveConfig, mgr manager.Manager, orphaner *ownershi
 	if err != nil {
 		return fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
 	}
-	checker := &ownership.MembershipChecker{Orgs: cfg.GitHubOrgs, TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
+	checker := &ownership.MembershipChecker{Orgs: tokenreview.OrgLogins(cfg.GitHubOrgs), TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
 	if _, err := checker.Client(); err != nil {
 		return fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
 	}
