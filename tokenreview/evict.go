@@ -2,6 +2,7 @@ package tokenreview
 
 import (
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,7 +46,7 @@ type cacheKey = [sha256.Size]byte
 type userIndex struct {
 	mu      sync.Mutex
 	keys    map[cacheKey]indexed
-	byUser  map[string]map[cacheKey]struct{}
+	byUser  map[string][]cacheKey     // a user has few tokens: a slice costs less than a map
 	byGroup map[string]map[string]int // group -> uid -> cached identities of uid with group
 
 	revokedMu   sync.RWMutex
@@ -62,7 +63,7 @@ type indexed struct {
 func newUserIndex(keep time.Duration) *userIndex {
 	return &userIndex{
 		keys:        map[cacheKey]indexed{},
-		byUser:      map[string]map[cacheKey]struct{}{},
+		byUser:      map[string][]cacheKey{},
 		byGroup:     map[string]map[string]int{},
 		revoked:     map[string]time.Time{},
 		keepRevoked: keep,
@@ -75,10 +76,7 @@ func (x *userIndex) put(key cacheKey, uid string, groups []string) {
 	defer x.mu.Unlock()
 	x.dropLocked(key)
 	x.keys[key] = indexed{uid: uid, groups: groups}
-	if x.byUser[uid] == nil {
-		x.byUser[uid] = map[cacheKey]struct{}{}
-	}
-	x.byUser[uid][key] = struct{}{}
+	x.byUser[uid] = append(x.byUser[uid], key)
 	for _, g := range groups {
 		if x.byGroup[g] == nil {
 			x.byGroup[g] = map[string]int{}
@@ -100,11 +98,10 @@ func (x *userIndex) dropLocked(key cacheKey) {
 		return
 	}
 	delete(x.keys, key)
-	if ks := x.byUser[in.uid]; ks != nil {
-		delete(ks, key)
-		if len(ks) == 0 {
-			delete(x.byUser, in.uid)
-		}
+	if ks := slices.DeleteFunc(x.byUser[in.uid], func(k cacheKey) bool { return k == key }); len(ks) == 0 {
+		delete(x.byUser, in.uid)
+	} else {
+		x.byUser[in.uid] = ks
 	}
 	for _, g := range in.groups {
 		if us := x.byGroup[g]; us != nil {
@@ -131,10 +128,7 @@ func (x *userIndex) members(group string) []string {
 func (x *userIndex) evictUser(c *cache, uid string, at time.Time) int {
 	x.revoke(uid, at, c.now())
 	x.mu.Lock()
-	keys := make([]cacheKey, 0, len(x.byUser[uid]))
-	for k := range x.byUser[uid] {
-		keys = append(keys, k)
-	}
+	keys := slices.Clone(x.byUser[uid])
 	x.mu.Unlock()
 	n := 0
 	for _, k := range keys {
