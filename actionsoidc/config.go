@@ -141,34 +141,6 @@ func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
 	return &http.Client{Transport: tr, Timeout: timeout}, nil
 }
 
-// glob matches a sub against a pattern where "*" stands for any run of characters (as the
-// policy file's namespace globs).
-type glob struct {
-	pattern string
-	parts   []string
-}
-
-func newGlob(p string) glob { return glob{pattern: p, parts: strings.Split(p, "*")} }
-
-func (g glob) matches(s string) bool {
-	if len(g.parts) == 1 {
-		return s == g.parts[0]
-	}
-	first, last := g.parts[0], g.parts[len(g.parts)-1]
-	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
-		return false
-	}
-	s = s[len(first) : len(s)-len(last)]
-	for _, mid := range g.parts[1 : len(g.parts)-1] {
-		i := strings.Index(s, mid)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(mid):]
-	}
-	return true
-}
-
 // clip shortens a string quoted from a token for a message.
 func clip(s string) string {
 	if len(s) > 100 {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/octogate/octogate/internal/glob"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -43,7 +44,7 @@ type Verifier struct {
 	orgs             map[string]orgRule
 	anyOrg           bool
 	orgsText         string
-	subjects         []glob
+	subjects         []glob.Glob
 	keys             *keySet
 	oidc             *oidc.IDTokenVerifier
 	cache            *lru.Cache[[sha256.Size]byte, cached]
@@ -75,10 +76,10 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	var subjects []glob
+	var subjects []glob.Glob
 	for _, s := range cfg.Subjects {
 		if s = strings.TrimSpace(s); s != "" {
-			subjects = append(subjects, newGlob(s))
+			subjects = append(subjects, glob.New(s))
 		}
 	}
 	timeout := cfg.Timeout
@@ -241,7 +242,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (tok
 	if rerr := v.checkOrg(c); rerr != nil {
 		return tokenreview.Identity{}, time.Time{}, rerr
 	}
-	if len(v.subjects) > 0 && !slices.ContainsFunc(v.subjects, func(g glob) bool { return g.matches(c.Subject) }) {
+	if len(v.subjects) > 0 && !slices.ContainsFunc(v.subjects, func(g glob.Glob) bool { return g.Match(c.Subject) }) {
 		return tokenreview.Identity{}, time.Time{}, refuse(ReasonSubjectNotAllowed, "sub %q matches none of OCTOGATE_ACTIONS_SUBJECTS", clip(c.Subject))
 	}
 	return identity(c), c.Expiry.Time(), nil

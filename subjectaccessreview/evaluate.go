@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/octogate/octogate/internal/glob"
 )
 
 // Verdict is the outcome of evaluating a request against a policy.
@@ -167,7 +169,7 @@ func orInto(dst, src []uint64) {
 
 type compiledRule struct {
 	decision         Decision
-	namespaces       []glob // nil: any namespace and cluster scope
+	namespaces       []glob.Glob // nil: any namespace and cluster scope
 	resourceRules    []resourceMatcher
 	nonResourceRules []nonResourceMatcher
 }
@@ -286,32 +288,6 @@ func (m *nonResourceMatcher) matches(a *Attributes) bool {
 	return false
 }
 
-// glob matches a namespace against a pattern where "*" stands for any run of characters.
-// parts is the pattern split at "*": parts[0] must be a prefix, the last part a suffix and the
-// ones between must appear in order.
-type glob struct {
-	parts []string
-}
-
-func (g *glob) matches(s string) bool {
-	if len(g.parts) == 1 {
-		return s == g.parts[0]
-	}
-	first, last := g.parts[0], g.parts[len(g.parts)-1]
-	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
-		return false
-	}
-	s = s[len(first) : len(s)-len(last)]
-	for _, mid := range g.parts[1 : len(g.parts)-1] {
-		i := strings.Index(s, mid)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(mid):]
-	}
-	return true
-}
-
 func (r *compiledRule) matches(a *Attributes) bool {
 	if !a.ResourceRequest {
 		for i := range r.nonResourceRules {
@@ -327,7 +303,7 @@ func (r *compiledRule) matches(a *Attributes) bool {
 		}
 		found := false
 		for i := range r.namespaces {
-			if r.namespaces[i].matches(a.Namespace) {
+			if r.namespaces[i].Match(a.Namespace) {
 				found = true
 				break
 			}
@@ -375,7 +351,7 @@ func compile(doc *AuthorizationPolicy) *Policy {
 			}
 		}
 		for _, ns := range r.Namespaces {
-			cr.namespaces = append(cr.namespaces, glob{parts: strings.Split(ns, "*")})
+			cr.namespaces = append(cr.namespaces, glob.New(ns))
 		}
 		for _, rr := range r.ResourceRules {
 			m := resourceMatcher{
