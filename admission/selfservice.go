@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/octogate/octogate/namespacetemplate"
 )
@@ -210,7 +211,17 @@ func (s *selfService) checkOwnerTeams(old, ns *corev1.Namespace, user authentica
 // AnnotationTemplate and LabelCreatorUID never change (but for admins, checked by the
 // caller); an owner-team label may be added only for a team AnnotationOwnerTeams names;
 // AnnotationOwnerTeams may be changed only by the creator or a member of a co-owner team.
+//
+// Owners (the creator, by uid, or a member of a co-owner team) who are not admins may change
+// nothing else of their namespace: /authorize lets them update and patch it so they can name
+// co-owner teams, and that must not let them relabel it (pod security levels, labels other
+// namespaces' NetworkPolicies select on), whatever else their RBAC grants.
 func (s *selfService) validateOwnership(old, ns *corev1.Namespace, user authenticationv1.UserInfo) string {
+	if s.isOwner(old, user) {
+		if what := changeBeyondOwnerTeams(old, ns); what != "" {
+			return fmt.Sprintf("octogate: %q owns namespace %q and may change only annotation %s there, not %s; ask an admin", user.Username, ns.Name, namespacetemplate.AnnotationOwnerTeams, what)
+		}
+	}
 	if old.Annotations[namespacetemplate.AnnotationTemplate] != ns.Annotations[namespacetemplate.AnnotationTemplate] {
 		return fmt.Sprintf("octogate: annotation %s of namespace %q is decided at creation and cannot be changed by %q", namespacetemplate.AnnotationTemplate, ns.Name, user.Username)
 	}
@@ -230,13 +241,62 @@ func (s *selfService) validateOwnership(old, ns *corev1.Namespace, user authenti
 	if old.Annotations[namespacetemplate.AnnotationOwnerTeams] == ns.Annotations[namespacetemplate.AnnotationOwnerTeams] {
 		return ""
 	}
-	had, _ := namespacetemplate.ParseOwnerTeams(old.Annotations[namespacetemplate.AnnotationOwnerTeams])
-	owner := user.UID != "" && user.UID == old.Annotations[AnnotationCreatorUID]
-	for _, team := range had {
-		owner = owner || slices.ContainsFunc(user.Groups, func(g string) bool { return strings.EqualFold(g, s.prefix+team) })
-	}
-	if !owner {
+	if !s.isOwner(old, user) {
 		return fmt.Sprintf("octogate: annotation %s of namespace %q may be changed only by its creator, a member of a co-owner team or an admin, not %q", namespacetemplate.AnnotationOwnerTeams, ns.Name, user.Username)
 	}
 	return s.checkOwnerTeams(old, ns, user)
+}
+
+// isOwner reports whether user created ns (uid) or is in one of its co-owner teams.
+func (s *selfService) isOwner(ns *corev1.Namespace, user authenticationv1.UserInfo) bool {
+	if user.UID != "" && user.UID == ns.Annotations[AnnotationCreatorUID] {
+		return true
+	}
+	teams, _ := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+	for _, team := range teams {
+		if slices.ContainsFunc(user.Groups, func(g string) bool { return strings.EqualFold(g, s.prefix+team) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// changeBeyondOwnerTeams names the first change from old to ns other than annotation
+// AnnotationOwnerTeams and the owner-team labels ("label env", "spec"), or "".
+func changeBeyondOwnerTeams(old, ns *corev1.Namespace) string {
+	if k := changedKey(old.Labels, ns.Labels, func(k string) bool { _, team := namespacetemplate.TeamOfLabel(k); return team }); k != "" {
+		return "label " + k
+	}
+	if k := changedKey(old.Annotations, ns.Annotations, func(k string) bool { return k == namespacetemplate.AnnotationOwnerTeams }); k != "" {
+		return "annotation " + k
+	}
+	switch {
+	case !equality.Semantic.DeepEqual(old.Spec, ns.Spec):
+		return "spec"
+	case !slices.Equal(old.Finalizers, ns.Finalizers):
+		return "metadata.finalizers"
+	case !equality.Semantic.DeepEqual(old.OwnerReferences, ns.OwnerReferences):
+		return "metadata.ownerReferences"
+	}
+	return ""
+}
+
+// changedKey returns the smallest key, other than those skip accepts, whose presence or value
+// differs between a and b.
+func changedKey(a, b map[string]string, skip func(string) bool) string {
+	var keys []string
+	for k, v := range a {
+		if w, ok := b[k]; (!ok || w != v) && !skip(k) {
+			keys = append(keys, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok && !skip(k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	return slices.Min(keys)
 }

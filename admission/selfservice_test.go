@@ -220,7 +220,10 @@ func TestUpdateProtectsOwnership(t *testing.T) {
 		{"co-owner team member removes the team", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), owned, uid, uid, sreMember, true},
 		{"owner-team label for a team the annotation does not name", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "octogate.dev/owner-team.acme.sre": "true"}, bob, false},
 		{"admin changes the template", owned, with(namespacetemplate.AnnotationTemplate, "sre"), uid, uid, platformAdmin, true},
-		{"other labels change freely", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "env": "dev"}, bob, true},
+		{"others' label changes are not octogate's business", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "env": "dev"}, sreMember, true},
+		{"the creator may not relabel", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "pod-security.kubernetes.io/enforce": "privileged"}, bob, false},
+		{"a co-owner may not annotate beyond owner-teams", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), map[string]string{AnnotationCreatorUID: "1002", namespacetemplate.AnnotationTemplate: "members", namespacetemplate.AnnotationOwnerTeams: "acme/sre", "note": "x"}, uid, uid, sreMember, false},
+		{"the creator's owner-team label for a named team", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "octogate.dev/owner-team.acme.sre": "true"}, bob, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

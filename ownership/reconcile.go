@@ -75,6 +75,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "RoleBinding %s: %v", OwnerTeamsRoleBindingName, err)
 		return reconcile.Result{}, err
 	}
+	if err := r.reconcileOwnerTeamLabels(ctx, ns, owned); err != nil {
+		r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "labels: %v", err)
+		return reconcile.Result{}, err
+	}
 	if r.templates != nil {
 		if err := r.reconcileTemplate(ctx, ns, owned); err != nil {
 			r.events.Eventf(ns, nil, corev1.EventTypeWarning, ReasonFailed, "Reconcile", "template: %v", err)

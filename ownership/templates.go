@@ -37,6 +37,7 @@ const (
 	ReasonTemplateObjectPruned  = "TemplateObjectPruned"
 	ReasonOwnerTeamsBound       = "OwnerTeamsBound"
 	ReasonOwnerTeamsRemoved     = "OwnerTeamsBindingRemoved"
+	ReasonOwnerTeamLabels       = "OwnerTeamLabelsUpdated"
 )
 
 // templateKinds are the kinds a template may hold, as empty lists for pruning.
@@ -203,6 +204,52 @@ func (r *reconciler) reconcileOwnerTeams(ctx context.Context, ns *corev1.Namespa
 		return nil
 	}
 	return r.correct(ctx, ns, desired, current)
+}
+
+// reconcileOwnerTeamLabels keeps one label namespacetemplate.OwnerTeamLabel(team) = "true"
+// per co-owner team of an owned Namespace and no other owner-team label, so teams named after
+// creation can list their namespaces like those named at creation (the mutating webhook sets
+// the labels only on CREATE). The merge patch carries the Namespace's resourceVersion: a
+// concurrent edit of the annotation makes it fail and the Namespace is reconciled again.
+func (r *reconciler) reconcileOwnerTeamLabels(ctx context.Context, ns *corev1.Namespace, owned bool) error {
+	want := map[string]bool{}
+	if owned {
+		teams, _ := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+		for _, t := range teams {
+			want[namespacetemplate.OwnerTeamLabel(t)] = true
+		}
+	}
+	var added, removed []string
+	for k := range want {
+		if ns.Labels[k] != "true" {
+			added = append(added, k)
+		}
+	}
+	for k := range ns.Labels {
+		if _, isTeam := namespacetemplate.TeamOfLabel(k); isTeam && !want[k] {
+			removed = append(removed, k)
+		}
+	}
+	if len(added) == 0 && len(removed) == 0 {
+		return nil
+	}
+	patched := ns.DeepCopy()
+	if patched.Labels == nil {
+		patched.Labels = map[string]string{}
+	}
+	for _, k := range added {
+		patched.Labels[k] = "true"
+	}
+	for _, k := range removed {
+		delete(patched.Labels, k)
+	}
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(ns, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patch owner-team labels: %w", err)
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	r.event(ns, nil, ReasonOwnerTeamLabels, "Patch", "owner-team labels: added %v, removed %v", added, removed)
+	return nil
 }
 
 func kindName(o client.Object) string {

@@ -3,6 +3,8 @@ package ownership
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -118,6 +120,36 @@ func TestTemplateObjectsAreKeptAndPrunedOnReload(t *testing.T) {
 		}
 		return nil
 	})
+
+	teamLabels := func(want ...string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			got := &corev1.Namespace{}
+			if err := admin.Get(ctx, types.NamespacedName{Name: ns.Name}, got); err != nil {
+				return err
+			}
+			var have []string
+			for k, v := range got.Labels {
+				if strings.HasPrefix(k, namespacetemplate.OwnerTeamLabelPrefix) && v == "true" {
+					have = append(have, k)
+				}
+			}
+			slices.Sort(have)
+			if !slices.Equal(have, want) {
+				return fmt.Errorf("owner-team labels %v, want %v", have, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, "label of co-owner team acme/sre", teamLabels("octogate.dev/owner-team.acme.sre"))
+	current := &corev1.Namespace{}
+	if err := admin.Get(context.Background(), types.NamespacedName{Name: ns.Name}, current); err != nil {
+		t.Fatal(err)
+	}
+	current.Annotations[namespacetemplate.AnnotationOwnerTeams] = "acme/web, acme/data"
+	if err := admin.Update(context.Background(), current); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "labels follow an edited owner-teams annotation", teamLabels("octogate.dev/owner-team.acme.data", "octogate.dev/owner-team.acme.web"))
 
 	testTemplates.set(t, templatesV2)
 	eventually(t, "quota compute with pods 7 after the reload", quotaPods("7"))

@@ -32,7 +32,9 @@ const (
 //     octogate.dev/creator-uid to exactly the caller's uid (In or = with that one value), or
 //     require octogate.dev/owner-team.<org>.<team> (Exists, or In "true") for a team whose
 //     group the caller is in. rawSelector is never trusted.
-//   - get and delete of a namespace the caller created or co-owns through a team.
+//   - get and delete of a namespace the caller created or co-owns through a team, and update
+//     and patch of it, so owners can name co-owner teams (the validating webhook lets an owner
+//     change nothing else there).
 //
 // Anything else, or a caller without uid: NoOpinion (ok false).
 func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decision, bool) {
@@ -54,7 +56,7 @@ func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decisi
 				return ownerAllow("namespaces co-owned by team " + team), true
 			}
 		}
-	case "get", "delete":
+	case "get", "delete", "update", "patch":
 		if owners == nil || a.Name == "" {
 			return Decision{}, false
 		}

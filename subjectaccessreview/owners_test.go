@@ -50,7 +50,11 @@ func TestOwnersListGetAndDeleteTheirNamespaces(t *testing.T) {
 		{"delete own namespace", with(bob, "delete", "bob-a", nil), true},
 		{"delete someone else's namespace", with(bob, "delete", "alice-a", nil), false},
 		{"co-owner team deletes", with(sre, "delete", "alice-a", nil), true},
-		{"update is not granted", with(bob, "update", "bob-a", nil), false},
+		{"patch own namespace (the webhook limits it to owner-teams)", with(bob, "patch", "bob-a", nil), true},
+		{"co-owner team updates", with(sre, "update", "alice-a", nil), true},
+		{"patch someone else's namespace", with(bob, "patch", "alice-a", nil), false},
+		{"create is not granted by ownership", with(bob, "create", "bob-a", nil), false},
+		{"deletecollection is not granted", with(bob, "deletecollection", "", nil), false},
 		{"unknown namespace", with(bob, "get", "nope", nil), false},
 	}
 	for _, tc := range tests {

@@ -112,7 +112,14 @@ func TestSelfServiceNamespaces(t *testing.T) {
 		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "is not a member of team acme/platform-admins") {
 			t.Fatalf("want a denial for a team bob is not in\n%s", res)
 		}
-		e.mustSucceed(t, "admin", "annotate", "namespace", "bob-b", "octogate.dev/owner-teams=acme/web")
+		// The creator names a co-owner team after creation, but may change nothing else.
+		e.mustSucceed(t, "bob", "annotate", "namespace", "bob-b", "octogate.dev/owner-teams=acme/web")
+		if res := e.kubectlAs(t, "bob", "label", "namespace", "bob-b", "pod-security.kubernetes.io/enforce=privileged"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "may change only annotation octogate.dev/owner-teams") {
+			t.Fatalf("bob relabelling his namespace: want a denial\n%s", res)
+		}
+		if res := e.kubectlAs(t, "bob", "annotate", "namespace", "default", "octogate.dev/owner-teams=acme/web"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Fatalf("bob annotating a namespace he does not own: want Forbidden\n%s", res)
+		}
 		waitFor(t, 10*time.Second, "RoleBinding octogate-owner-teams in bob-b", func() (string, error) {
 			res := e.kubectlAs(t, "admin", "get", "rolebinding", "octogate-owner-teams", "-n", "bob-b", "-o", "jsonpath={.subjects[0].name}")
 			if res.ExitCode != 0 || res.Stdout != "github:acme/web" {
@@ -120,6 +127,18 @@ func TestSelfServiceNamespaces(t *testing.T) {
 			}
 			return res.Stdout, nil
 		})
+		// A team named after creation is labelled by the controller, so its members list the
+		// namespace by the team's label; a team the caller is not in is refused.
+		waitFor(t, 10*time.Second, "web members list bob-b by the team label", func() (string, error) {
+			res := e.kubectlAs(t, "bob", "get", "namespaces", "-l", "octogate.dev/owner-team.acme.web", "-o", "name")
+			if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "namespace/bob-b" {
+				return "", fmt.Errorf("%w: %s", errNotYet, res)
+			}
+			return res.Stdout, nil
+		})
+		if res := e.kubectlAs(t, "bob", "get", "namespaces", "-l", "octogate.dev/owner-team.acme.platform-admins"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Fatalf("bob (not in acme/platform-admins) listing by that team's label: want Forbidden\n%s", res)
+		}
 	})
 	t.Run("bob deletes his own namespace but not alice's", func(t *testing.T) {
 		e.mustSucceed(t, "alice", "create", "namespace", "alice-a")
