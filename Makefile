@@ -19,6 +19,7 @@ DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
+BENCH_NAMESPACES ?= 10000
 
 .PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
 
@@ -49,10 +50,12 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## bench: load benchmark of every route against a bare TLS handler, plus micro-benchmarks
-bench:
+## bench: load benchmark of every route against a bare TLS handler, micro-benchmarks, and the
+## ownership controller with $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
+bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/
+	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
 fuzz:

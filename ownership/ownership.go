@@ -100,6 +100,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
 		// Anything else read through this cache is a programming error, not a new informer.
 		ReaderFailOnMissingInformer: true,
 	})

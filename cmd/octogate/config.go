@@ -46,6 +46,8 @@ type serveConfig struct {
 	DefaultQuotaFile        string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
 	NamespaceTemplatesFile  string        `env:"OCTOGATE_NAMESPACE_TEMPLATES_FILE" help:"namespace templates (NamespaceTemplates YAML): objects, name rules and limits per creator; reloaded on change"`
 	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
+	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"20" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
+	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"30" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
@@ -154,6 +156,8 @@ func expectedKind(t reflect.Type) string {
 		return "true or false"
 	case reflect.TypeFor[int]():
 		return "a whole number"
+	case reflect.TypeFor[float64]():
+		return "a number"
 	}
 	return "a " + t.String()
 }
@@ -201,6 +205,10 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_LOG_FORMAT", c.LogFormat, "text or json")
 	case c.MembershipResync <= 0:
 		return bad("OCTOGATE_MEMBERSHIP_RESYNC", c.MembershipResync.String(), "a positive duration")
+	case !(c.KubeAPIQPS > 0) || c.KubeAPIQPS > 1e6:
+		return bad("OCTOGATE_KUBE_API_QPS", fmt.Sprint(c.KubeAPIQPS), "a positive number of requests per second")
+	case c.KubeAPIBurst < 1:
+		return bad("OCTOGATE_KUBE_API_BURST", fmt.Sprint(c.KubeAPIBurst), "a positive number of requests")
 	case c.OwnerClusterRole == "":
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}

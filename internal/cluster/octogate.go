@@ -141,6 +141,14 @@ func (o *Octogate) Stop() error {
 	return o.proc.Stop(10 * time.Second)
 }
 
+// Pid is the process id of the running server, or 0 before Start.
+func (o *Octogate) Pid() int {
+	if o.proc == nil {
+		return 0
+	}
+	return o.proc.Pid()
+}
+
 // LogTail returns up to the last n bytes of the server's log.
 func (o *Octogate) LogTail(n int) string { return tailFile(o.LogPath, n) }
 

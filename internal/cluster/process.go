@@ -46,6 +46,9 @@ func StartProcess(name, path string, args, env []string, logPath string) (*Proce
 	return p, nil
 }
 
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
