@@ -28,14 +28,19 @@ func main() {
 	qps := flag.Float64("qps", 100, "OCTOGATE_KUBE_API_QPS of the controller")
 	burst := flag.Int("burst", 100, "OCTOGATE_KUBE_API_BURST of the controller")
 	keep := flag.Bool("keep", false, "keep the work directory (logs of etcd, kube-apiserver and octogate)")
+	memLimit := flag.String("gomemlimit", "230MiB", "GOMEMLIMIT of octogate, as the chart sets it (90% of resources.limits.memory, 256Mi by default); empty: none")
 	flag.Parse()
-	if err := bench(*n, *qps, *burst, *keep); err != nil {
+	var env []string
+	if *memLimit != "" {
+		env = append(env, "GOMEMLIMIT="+*memLimit)
+	}
+	if err := bench(*n, *qps, *burst, *keep, env); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/namespaces: FAIL:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(n int, qps float64, burst int, keep bool) error {
+func bench(n int, qps float64, burst int, keep bool, env []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	root, err := cluster.RepoRoot(".")
@@ -63,12 +68,13 @@ func bench(n int, qps float64, burst int, keep bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("namespace controller benchmark: %s %s/%s, GOMAXPROCS=%d; %d namespaces of template %q (%s), controller QPS %g burst %d\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), n, nsscale.ExampleTemplate, nsscale.ExampleTemplatesFile, qps, burst)
+	fmt.Printf("namespace controller benchmark: %s %s/%s, GOMAXPROCS=%d; %d namespaces of template %q (%s), controller QPS %g burst %d, %v\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), n, nsscale.ExampleTemplate, nsscale.ExampleTemplatesFile, qps, burst, env)
 	rep, err := nsscale.Run(ctx, nsscale.Options{
 		BinDir: bin, Octogate: octogate, WorkDir: dir,
 		Namespaces: n, QPS: qps, Burst: burst,
 		Templates: templates, Template: nsscale.ExampleTemplate, Edit: nsscale.ExampleEdit,
+		Env:      env,
 		Progress: os.Stdout,
 	})
 	if err != nil {

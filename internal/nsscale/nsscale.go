@@ -74,6 +74,8 @@ type Options struct {
 	// Edit returns the templates after the edit that is rolled out; it must change the spec of
 	// at least one ResourceQuota of Template.
 	Edit func([]byte) []byte
+	// Env is added to octogate's environment, e.g. GOMEMLIMIT=230MiB as the chart sets it.
+	Env []string
 	// PhaseTimeout bounds each phase (0: 30 minutes).
 	PhaseTimeout time.Duration
 	// Progress, when not nil, receives one line per phase step.
@@ -196,6 +198,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			"KUBECONFIG=" + kubeconfig,
 		},
 	}
+	r.server.Env = append(r.server.Env, o.Env...)
 	if err := r.metricsClient(certsDir); err != nil {
 		return nil, err
 	}
