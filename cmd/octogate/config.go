@@ -46,8 +46,8 @@ type serveConfig struct {
 	DefaultQuotaFile        string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
 	NamespaceTemplatesFile  string        `env:"OCTOGATE_NAMESPACE_TEMPLATES_FILE" help:"namespace templates (NamespaceTemplates YAML): objects, name rules and limits per creator; reloaded on change"`
 	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
-	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"20" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
-	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"30" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
+	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"50" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
+	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"100" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
