@@ -217,17 +217,6 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 	}, nil
 }
 
-// OrgLogins are the org logins of OCTOGATE_GITHUB_ORGS entries, without their "=ID" pins:
-// "acme=2001" is "acme"; "*" and unpinned logins stay as they are.
-func OrgLogins(entries []string) []string {
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		login, _, _ := strings.Cut(strings.TrimSpace(e), "=")
-		out = append(out, login)
-	}
-	return out
-}
-
 func newRules(cfg Config) (identityRules, error) {
 	r := identityRules{prefix: cfg.UsernamePrefix, format: cfg.UsernameFormat}
 	if r.format == "" {
