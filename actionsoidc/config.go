@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/octogate/octogate/internal/githuborgs"
 )
 
 // Config configures New. Zero durations and sizes take the defaults below.
@@ -23,9 +24,9 @@ type Config struct {
 	// Audience is the aud a token must hold (OCTOGATE_ACTIONS_AUDIENCE); required. Workflows ask
 	// for it with `octogate credential --github-actions=AUDIENCE`.
 	Audience string
-	// Orgs is OCTOGATE_GITHUB_ORGS: a token's repository_owner must be one of them, compared
-	// case-insensitively; "org=ID" also requires repository_owner_id to be ID; "*" admits any
-	// owner. Required.
+	// Orgs is OCTOGATE_GITHUB_ORGS (read by githuborgs.Parse): a token's repository_owner must
+	// be one of them, compared case-insensitively; "org=ID" also requires repository_owner_id
+	// to be ID; "*" admits any owner. Required.
 	Orgs []string
 	// Subjects are globs over the sub claim (OCTOGATE_ACTIONS_SUBJECTS), "*" standing for any
 	// run of characters, e.g. "repo:acme/deploy:environment:production" or
@@ -65,49 +66,20 @@ const (
 	defaultCacheSize = 10000
 )
 
-// orgRule is one allowed owner: its lowercased login and, when pinned, its numeric id.
-type orgRule struct {
-	login string
-	id    string
-}
-
-// GitHub org logins: letters, digits and single inner hyphens, at most 39 characters.
-var orgLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
-
-var numericID = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
-
-// parseOrgs reads OCTOGATE_GITHUB_ORGS entries: "acme", "acme=2001" (pinned to an id) or "*".
-func parseOrgs(entries []string) (orgs map[string]orgRule, any bool, text string, err error) {
-	orgs = map[string]orgRule{}
-	var named []string
-	for _, e := range entries {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		if e == "*" {
-			any = true
-			continue
-		}
-		login, id, pinned := strings.Cut(e, "=")
-		login, id = strings.TrimSpace(login), strings.TrimSpace(id)
-		if !orgLogin.MatchString(login) {
-			return nil, false, "", fmt.Errorf("actionsoidc: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens), login=ID nor \"*\"", e)
-		}
-		if pinned && !numericID.MatchString(id) {
-			return nil, false, "", fmt.Errorf("actionsoidc: Orgs: %q: the id after = must be the organization's numeric id", e)
-		}
-		orgs[strings.ToLower(login)] = orgRule{login: strings.ToLower(login), id: id}
-		named = append(named, e)
+// parseOrgs reads OCTOGATE_GITHUB_ORGS (githuborgs.Parse) and requires at least one org or
+// "*". text names the allowed owners for refusals.
+func parseOrgs(entries []string) (orgs githuborgs.List, text string, err error) {
+	orgs, err = githuborgs.Parse(entries)
+	if err != nil {
+		return githuborgs.List{}, "", fmt.Errorf("actionsoidc: Orgs: %w", err)
 	}
-	if len(named) == 0 && !any {
-		return nil, false, "", errors.New(`actionsoidc: Orgs: empty; name at least one GitHub organization, or "*" to admit any owner`)
+	if len(orgs.Orgs) == 0 && !orgs.Any {
+		return githuborgs.List{}, "", errors.New(`actionsoidc: Orgs: empty; name at least one GitHub organization, or "*" to admit any owner`)
 	}
-	text = strings.Join(named, ", ")
-	if any {
-		text = "any owner"
+	if orgs.Any {
+		return orgs, "any owner", nil
 	}
-	return orgs, any, text, nil
+	return orgs, strings.ReplaceAll(orgs.String(), ",", ", "), nil
 }
 
 func validIssuer(raw string) error {

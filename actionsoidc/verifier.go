@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/internal/glob"
 	"github.com/octogate/octogate/tokenreview"
 )
@@ -41,8 +43,7 @@ const (
 // Verifier turns GitHub Actions ID tokens into identities; safe for concurrent use.
 type Verifier struct {
 	issuer, audience string
-	orgs             map[string]orgRule
-	anyOrg           bool
+	orgs             githuborgs.List
 	orgsText         string
 	subjects         []glob.Glob
 	keys             *keySet
@@ -72,7 +73,7 @@ func New(cfg Config) (*Verifier, error) {
 	if strings.TrimSpace(cfg.Audience) == "" {
 		return nil, errors.New("actionsoidc: Audience: empty; it turns GitHub Actions tokens on")
 	}
-	orgs, anyOrg, text, err := parseOrgs(cfg.Orgs)
+	orgs, text, err := parseOrgs(cfg.Orgs)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	ks := &keySet{issuer: issuer, client: client, timeout: timeout, minRefresh: MinRefreshInterval, now: now}
 	return &Verifier{
-		issuer: issuer, audience: cfg.Audience, orgs: orgs, anyOrg: anyOrg, orgsText: text,
+		issuer: issuer, audience: cfg.Audience, orgs: orgs, orgsText: text,
 		subjects: subjects, keys: ks, cache: c, ttl: ttl, now: now, log: logger,
 		// Audience and time are checked below, with their own reason codes and Leeway (go-oidc
 		// checks exp without leeway and nbf with 5 minutes, and not iat).
@@ -287,15 +288,14 @@ func (v *Verifier) checkTime(c Claims, now time.Time) *Error {
 }
 
 func (v *Verifier) checkOrg(c Claims) *Error {
-	if v.anyOrg {
+	if v.orgs.Any {
 		return nil
 	}
-	rule, ok := v.orgs[strings.ToLower(c.RepositoryOwner)]
-	if !ok {
+	if !v.orgs.Allows(c.RepositoryOwner) {
 		return refuse(ReasonOrgNotAllowed, "repository %s belongs to %s, which OCTOGATE_GITHUB_ORGS (%s) does not allow", clip(c.Repository), clip(c.RepositoryOwner), v.orgsText)
 	}
-	if rule.id != "" && string(c.RepositoryOwnerID) != rule.id {
-		return refuse(ReasonOrgNotAllowed, "repository %s belongs to owner id %s, but OCTOGATE_GITHUB_ORGS pins %s to id %s", clip(c.Repository), clip(string(c.RepositoryOwnerID)), rule.login, rule.id)
+	if pin, ok := v.orgs.Pin(c.RepositoryOwner); ok && string(c.RepositoryOwnerID) != strconv.FormatInt(pin, 10) {
+		return refuse(ReasonOrgNotAllowed, "repository %s belongs to owner id %s, but OCTOGATE_GITHUB_ORGS pins %s to id %d", clip(c.Repository), clip(string(c.RepositoryOwnerID)), strings.ToLower(c.RepositoryOwner), pin)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v57/github"
 
+	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/revocation"
 )
 
@@ -20,29 +21,12 @@ type decision struct {
 
 type orphanCall struct{ uid, reason string }
 
+// rules are the Config fields the decision reads.
 type rules struct {
-	orgs    map[string]bool // lowercased
-	anyOrg  bool
-	orgText string
+	// orgs are the orgs whose member_removed orphans; their pins are not checked: deliveries
+	// are signed with our secret, so the org's login is enough to recognise it here.
+	orgs githuborgs.List
 }
-
-func newRules(orgs []string) rules {
-	r := rules{orgs: map[string]bool{}}
-	for _, o := range orgs {
-		// "acme=2001" pins acme to its id (OCTOGATE_GITHUB_ORGS); deliveries are signed with
-		// our secret, so the org's login is enough to recognise it here.
-		o, _, _ = strings.Cut(o, "=")
-		o = strings.ToLower(strings.TrimSpace(o))
-		if o == "*" {
-			r.anyOrg = true
-		} else if o != "" {
-			r.orgs[o] = true
-		}
-	}
-	return r
-}
-
-func (r rules) allowed(org string) bool { return r.anyOrg || r.orgs[strings.ToLower(org)] }
 
 // Events acted on, with the docs of their payloads
 // (https://docs.github.com/webhooks/webhook-events-and-payloads).
@@ -102,7 +86,7 @@ func (r rules) decide(event any) decision {
 		switch action {
 		case "member_removed":
 			d := evict(action, e.GetMembership().GetUser())
-			if len(d.revoke) == 1 && r.allowed(e.GetOrganization().GetLogin()) {
+			if len(d.revoke) == 1 && r.orgs.Allows(e.GetOrganization().GetLogin()) {
 				d.orphan = &orphanCall{uid: d.revoke[0].UserID,
 					reason: "removed from GitHub organization " + e.GetOrganization().GetLogin() + " (organization member_removed webhook)"}
 			}

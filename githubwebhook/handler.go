@@ -17,6 +17,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/revocation"
 	"github.com/octogate/octogate/webhooks"
 )
@@ -41,8 +42,9 @@ type Orphaner interface {
 type Config struct {
 	// Secret is the webhook secret (OCTOGATE_GITHUB_WEBHOOK_SECRET); required.
 	Secret []byte
-	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS); a member_removed in one of them orphans
-	// the person's namespaces. "*" matches every org.
+	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS, read by githuborgs.Parse); a member_removed
+	// in one of them orphans the person's namespaces. "*" matches every org; "ORG=ID" pins are
+	// accepted and not needed here. Empty: no delivery orphans.
 	Orgs []string
 	// Revoker evicts cached identities (revocation.Local or revocation.Shared); required.
 	Revoker revocation.Revoker
@@ -81,6 +83,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Deliveries < 0 {
 		return nil, fmt.Errorf("githubwebhook: Deliveries %d: must be positive", cfg.Deliveries)
 	}
+	orgs, err := githuborgs.Parse(cfg.Orgs)
+	if err != nil {
+		return nil, fmt.Errorf("githubwebhook: Orgs: %w", err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -102,7 +108,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 	}
 	return &Handler{
-		secret: cfg.Secret, rules: newRules(cfg.Orgs), revoker: cfg.Revoker, orphaner: cfg.Orphaner,
+		secret: cfg.Secret, rules: rules{orgs: orgs}, revoker: cfg.Revoker, orphaner: cfg.Orphaner,
 		deliveries: seen, log: cfg.Logger, count: count, now: time.Now,
 	}, nil
 }

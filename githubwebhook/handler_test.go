@@ -305,6 +305,9 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{Secret: secret}); err == nil || !strings.Contains(err.Error(), "Revoker") {
 		t.Fatalf("no revoker: %v", err)
 	}
+	if _, err := New(Config{Secret: secret, Revoker: &fakeRevoker{}, Orgs: []string{"acme=x"}}); err == nil || !strings.HasPrefix(err.Error(), "githubwebhook: Orgs: ") {
+		t.Fatalf("bad pin: %v", err)
+	}
 }
 
 func TestSlugOf(t *testing.T) {

@@ -11,13 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/githuborgs"
 )
 
 // Config configures New. Zero durations and sizes take the DESIGN.md defaults.
@@ -28,11 +28,12 @@ type Config struct {
 	GitHubAPIURL string
 	// GitHubCAFile is a PEM bundle trusted for GitHubAPIURL in addition to the system roots.
 	GitHubCAFile string
-	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS): a user must be an active member of one,
-	// compared case-insensitively. "*" admits any GitHub user; required. An item "acme=2001"
-	// pins org acme to its numeric id (GET /orgs/{org}, https://docs.github.com/rest/orgs/orgs#get-an-organization):
-	// a membership or team whose organization.id differs is not acme, whatever its name (org
-	// logins are freed by a rename and can be registered by anyone).
+	// Orgs is the allow-list (OCTOGATE_GITHUB_ORGS, read by githuborgs.Parse): a user must be
+	// an active member of one, compared case-insensitively. "*" admits any GitHub user;
+	// required. An item "acme=2001" pins org acme to its numeric id (GET /orgs/{org},
+	// https://docs.github.com/rest/orgs/orgs#get-an-organization): a membership or team whose
+	// organization.id differs is not acme, whatever its name (org logins are freed by a rename
+	// and can be registered by anyone).
 	Orgs []string
 	// TokenTypes are the TokenType values accepted (OCTOGATE_GITHUB_TOKEN_TYPES; default
 	// DefaultTokenTypes, i.e. all of TokenTypes). Other types are refused without asking GitHub.
@@ -117,10 +118,6 @@ const (
 
 // UsernameFormats lists the valid UsernameFormat values, the default first.
 var UsernameFormats = []string{UsernameFormatLoginID, UsernameFormatLogin, UsernameFormatID}
-
-// GitHub org logins: letters, digits and single inner hyphens, at most 39 characters
-// (https://docs.github.com/organizations). Anything else would change the request path.
-var orgLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$`)
 
 // New builds the /authenticate handler: GitHub lookups behind the token cache. Errors name the
 // Config field that is wrong.
@@ -220,17 +217,6 @@ func newGitHub(cfg Config, m *metrics) (*gitHub, error) {
 	}, nil
 }
 
-// OrgLogins are the org logins of OCTOGATE_GITHUB_ORGS entries, without their "=ID" pins:
-// "acme=2001" is "acme"; "*" and unpinned logins stay as they are.
-func OrgLogins(entries []string) []string {
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		login, _, _ := strings.Cut(strings.TrimSpace(e), "=")
-		out = append(out, login)
-	}
-	return out
-}
-
 func newRules(cfg Config) (identityRules, error) {
 	r := identityRules{prefix: cfg.UsernamePrefix, format: cfg.UsernameFormat}
 	if r.format == "" {
@@ -248,36 +234,16 @@ func newRules(cfg Config) (identityRules, error) {
 	if strings.HasPrefix(r.prefix, SystemPrefix) {
 		return r, fmt.Errorf("tokenreview: UsernamePrefix %q: must not start with %q, which Kubernetes reserves for its own users and groups (system:masters is cluster-admin)", r.prefix, SystemPrefix)
 	}
-	var named []string
-	r.pins = map[string]int64{}
-	for _, item := range cfg.Orgs {
-		o, idText, pinned := strings.Cut(strings.TrimSpace(item), "=")
-		switch {
-		case o == "" && !pinned:
-			continue
-		case o == "*" && !pinned:
-			r.anyUser = true
-			continue
-		case !orgLogin.MatchString(o):
-			return r, fmt.Errorf("tokenreview: Orgs: %q is not a GitHub organization login (letters, digits, inner hyphens), LOGIN=ID, nor \"*\"", item)
-		case slices.Contains(r.orgs, strings.ToLower(o)):
-			return r, fmt.Errorf("tokenreview: Orgs: %q is listed twice", o)
-		}
-		if pinned {
-			id, err := strconv.ParseInt(idText, 10, 64)
-			if err != nil || id <= 0 {
-				return r, fmt.Errorf("tokenreview: Orgs: %q: the id after = must be the organization's numeric id (gh api orgs/%s --jq .id)", item, o)
-			}
-			r.pins[strings.ToLower(o)] = id
-		}
-		named = append(named, o)
-		r.orgs = append(r.orgs, strings.ToLower(o))
+	orgs, err := githuborgs.Parse(cfg.Orgs)
+	if err != nil {
+		return r, fmt.Errorf("tokenreview: Orgs: %w", err)
 	}
-	if len(named) == 0 && !r.anyUser {
+	if len(orgs.Orgs) == 0 && !orgs.Any {
 		return r, errors.New(`tokenreview: Orgs: empty; name at least one GitHub organization, or "*" to admit any GitHub user`)
 	}
-	r.orgsText = strings.Join(named, ", ")
-	if r.anyUser {
+	r.orgs = orgs
+	r.orgsText = strings.Join(orgs.Names(), ", ")
+	if orgs.Any {
 		r.orgsText = "any GitHub user"
 	}
 	types := cfg.TokenTypes

@@ -88,8 +88,8 @@ func (g *gitHub) fetch(ctx context.Context, token, typ string) (githubUser, erro
 		}
 		return nil
 	})
-	u.memberships = make([]membership, len(g.rules.orgs))
-	for i, org := range g.rules.orgs {
+	u.memberships = make([]membership, len(g.rules.orgs.Orgs))
+	for i, org := range g.rules.orgs.Logins() {
 		eg.Go(func() error {
 			m, err := g.membership(ctx, c, org, typ)
 			u.memberships[i] = m
@@ -131,7 +131,7 @@ func (g *gitHub) membership(ctx context.Context, c *github.Client, org, typ stri
 			m.org = login
 		}
 		m.id = gm.GetOrganization().GetID()
-		if pin, ok := g.rules.pins[strings.ToLower(org)]; ok && m.id != pin {
+		if pin, ok := g.rules.orgs.Pin(org); ok && m.id != pin {
 			m.state = idMismatch
 			return m, nil
 		}

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/githuborgs"
 )
 
 // fakeClock is the cache's clock; tests move it instead of sleeping.
@@ -559,7 +560,7 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := h.lookup.(*cache).next.(*gitHub)
-			if g.base.String() != DefaultGitHubAPIURL || g.timeout != DefaultTimeout || g.rules.prefix != DefaultUsernamePrefix || !g.rules.anyUser {
+			if g.base.String() != DefaultGitHubAPIURL || g.timeout != DefaultTimeout || g.rules.prefix != DefaultUsernamePrefix || !g.rules.orgs.Any {
 				t.Fatalf("defaults %+v", g)
 			}
 		}
@@ -573,7 +574,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestIdentityRules(t *testing.T) {
-	rules := identityRules{prefix: "gh:", orgs: []string{"acme", "umbrella"}, orgsText: "acme, umbrella"}
+	rules := identityRules{prefix: "gh:", orgs: githuborgs.List{Orgs: []githuborgs.Org{{Login: "acme"}, {Login: "umbrella"}}}, orgsText: "acme, umbrella"}
 	for _, tc := range []struct {
 		name       string
 		u          githubUser

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/octogate/octogate/internal/githuborgs"
 )
 
 // Identity is the Kubernetes user a token stands for (TokenReview status.user).
@@ -128,11 +130,9 @@ type githubUser struct {
 // identityRules are the Config fields that turn GitHub facts into an Identity.
 type identityRules struct {
 	prefix   string
-	format   string           // one of UsernameFormats
-	orgs     []string         // allowed, lowercased; empty with anyUser
-	pins     map[string]int64 // lowercased org -> the numeric id it must have
-	anyUser  bool
-	orgsText string          // the allow-list as configured, for messages
+	format   string          // one of UsernameFormats
+	orgs     githuborgs.List // allowed orgs and their pins, or any user
+	orgsText string          // the allow-list, for messages
 	types    map[string]bool // accepted TokenType values
 	typesTxt string
 }
@@ -149,7 +149,7 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 			orgs = append(orgs, strings.ToLower(m.org))
 		}
 	}
-	if len(orgs) == 0 && !r.anyUser {
+	if len(orgs) == 0 && !r.orgs.Any {
 		return Identity{}, r.refusal(u)
 	}
 	if err := r.ssoPartial(u); err != nil {
@@ -158,11 +158,11 @@ func (r identityRules) identity(u githubUser) (Identity, error) {
 	teams := make([]string, 0, len(u.teams))
 	for _, t := range u.teams {
 		org := strings.ToLower(t.org)
-		if r.anyUser {
+		if r.orgs.Any {
 			orgs = append(orgs, org)
 		} else if !slices.Contains(orgs, org) {
 			continue // not an allowed org, or not an active membership
-		} else if pin, ok := r.pins[org]; ok && t.orgID != pin {
+		} else if pin, ok := r.orgs.Pin(org); ok && t.orgID != pin {
 			continue // a team of another org that has (or had) the pinned org's name
 		}
 		teams = append(teams, r.prefix+org+"/"+strings.ToLower(t.slug))
@@ -213,7 +213,7 @@ func (r identityRules) ssoPartial(u githubUser) error {
 	}
 	for _, m := range u.memberships {
 		id := m.id
-		if pin, ok := r.pins[strings.ToLower(m.org)]; ok {
+		if pin, ok := r.orgs.Pin(m.org); ok {
 			id = pin
 		}
 		if id != 0 && slices.Contains(u.ssoHidden, id) {
@@ -251,9 +251,10 @@ func (r identityRules) refusal(u githubUser) error {
 	for _, m := range u.memberships {
 		switch m.state {
 		case idMismatch:
+			pin, _ := r.orgs.Pin(m.org)
 			found = append(found, why{ReasonOrgIDMismatch, fmt.Sprintf(
 				"GitHub organization %s has id %d, but OCTOGATE_GITHUB_ORGS pins %s to id %d: the name now belongs to another organization "+
-					"(the pinned one was renamed); the cluster admin must update OCTOGATE_GITHUB_ORGS", m.org, m.id, m.org, r.pins[strings.ToLower(m.org)])})
+					"(the pinned one was renamed); the cluster admin must update OCTOGATE_GITHUB_ORGS", m.org, m.id, m.org, pin)})
 		case ssoRequired:
 			msg := fmt.Sprintf("the token is not authorized for the SAML SSO of GitHub organization %s: authorize it for SSO", m.org)
 			if m.ssoURL != "" {

@@ -118,8 +118,8 @@ func TestOrgsConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			for org, id := range tc.pins {
-				if r.pins[org] != id {
-					t.Errorf("pins %v, want %s=%d", r.pins, org, id)
+				if pin, _ := r.orgs.Pin(org); pin != id {
+					t.Errorf("orgs %v, want %s=%d", r.orgs, org, id)
 				}
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
 
+	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -264,16 +265,11 @@ func tokenTypesError(types []string) string {
 	return ""
 }
 
-// orgsError is what is wrong with OCTOGATE_GITHUB_ORGS items (ORG, ORG=ID or *), or "".
+// orgsError is what is wrong with OCTOGATE_GITHUB_ORGS (ORG, ORG=ID or * items, read by
+// githuborgs.Parse; docs/configuration.md), or "".
 func orgsError(orgs []string) string {
-	for _, o := range orgs {
-		name, id, pinned := strings.Cut(o, "=")
-		if o == "*" {
-			continue
-		}
-		if name == "" || (pinned && (id == "" || strings.Trim(id, "0123456789") != "" || strings.TrimLeft(id, "0") == "")) {
-			return "a comma list of GitHub orgs, each ORG or ORG=ID with the org's numeric id (gh api orgs/ORG --jq .id), or \"*\""
-		}
+	if _, err := githuborgs.Parse(orgs); err != nil {
+		return "a comma list of GitHub orgs, each ORG or ORG=ID with the org's numeric id (gh api orgs/ORG --jq .id), or \"*\" (" + err.Error() + ")"
 	}
 	return ""
 }

@@ -25,6 +25,8 @@ func TestGitHubOrgPinsAndTokenTypesConfig(t *testing.T) {
 		{"pin not a number", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme=two"}, "OCTOGATE_GITHUB_ORGS"},
 		{"pin zero", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme=0"}, "OCTOGATE_GITHUB_ORGS"},
 		{"pin without a name", map[string]string{"OCTOGATE_GITHUB_ORGS": "=2001"}, "OCTOGATE_GITHUB_ORGS"},
+		{"org not a GitHub login", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme/../x"}, `OCTOGATE_GITHUB_ORGS="acme/../x": expected a comma list of GitHub orgs`},
+		{"org twice", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme=2001,ACME"}, "listed twice"},
 		{"unknown token type", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_TOKEN_TYPES": "classic,pat"}, "OCTOGATE_GITHUB_TOKEN_TYPES"},
 		{"installation tokens cannot be accepted", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_TOKEN_TYPES": "app-installation"}, "identify no user"},
 		{"no token type", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_TOKEN_TYPES": " , "}, "OCTOGATE_GITHUB_TOKEN_TYPES"},

@@ -52,7 +52,11 @@ active, left (would be orphaned) or unknown. The kubeconfig comes from the usual
 				if err != nil {
 					return fmt.Errorf("--github-ca-file %q: %w", caFile, err)
 				}
-				checker = &ownership.MembershipChecker{Orgs: trimList(strings.Split(orgs, ",")), TokenFile: tokenFile, APIURL: apiURL, Transport: tr}
+				checkOrgs, err := membershipOrgs(strings.Split(orgs, ","))
+				if err != nil {
+					return fmt.Errorf("--orgs %q: %w", orgs, err)
+				}
+				checker = &ownership.MembershipChecker{Orgs: checkOrgs, TokenFile: tokenFile, APIURL: apiURL, Transport: tr}
 			}
 			return listOwners(cmd.Context(), cmd.OutOrStdout(), list.Items, checker)
 		},

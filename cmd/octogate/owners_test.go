@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,5 +75,21 @@ func TestOwnersCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestMembershipOrgsDropThePins(t *testing.T) {
+	for value, want := range map[string][]string{
+		"acme=2001, Umbrella": {"acme", "Umbrella"},
+		"acme,*":              {"*", "acme"},
+		"":                    {},
+	} {
+		got, err := membershipOrgs(strings.Split(value, ","))
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("membershipOrgs(%q) = %q, %v; want %q", value, got, err, want)
+		}
+	}
+	if _, err := membershipOrgs([]string{"acme=x"}); err == nil {
+		t.Error(`membershipOrgs("acme=x"): want an error`)
 	}
 }

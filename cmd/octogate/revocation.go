@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/octogate/octogate/githubwebhook"
+	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/revocation"
 	"github.com/octogate/octogate/tokenreview"
@@ -50,7 +51,7 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 	}
 	h, err = githubwebhook.New(githubwebhook.Config{
 		Secret:     []byte(cfg.GitHubWebhookSecret),
-		Orgs:       tokenreview.OrgLogins(cfg.GitHubOrgs),
+		Orgs:       cfg.GitHubOrgs,
 		Revoker:    revoker,
 		Orphaner:   o,
 		Logger:     log,
@@ -99,11 +100,30 @@ func addMembershipCheck(cfg serveConfig, mgr manager.Manager, orphaner *ownershi
 	if err != nil {
 		return fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
 	}
-	checker := &ownership.MembershipChecker{Orgs: tokenreview.OrgLogins(cfg.GitHubOrgs), TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
+	orgs, err := membershipOrgs(cfg.GitHubOrgs)
+	if err != nil {
+		return fmt.Errorf("OCTOGATE_GITHUB_ORGS=%q: %w", strings.Join(cfg.GitHubOrgs, ","), err)
+	}
+	checker := &ownership.MembershipChecker{Orgs: orgs, TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
 	if _, err := checker.Client(); err != nil {
 		return fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
 	}
 	return mgr.Add(&ownership.Periodic{Checker: checker, Orphaner: orphaner, Period: cfg.MembershipResync, Log: log})
+}
+
+// membershipOrgs are the orgs of OCTOGATE_GITHUB_ORGS entries (githuborgs.Parse) as
+// ownership.MembershipChecker.Orgs wants them: the logins as written without their "=ID" pins,
+// and "*" first when the list admits any GitHub user, which the check cannot verify.
+func membershipOrgs(entries []string) ([]string, error) {
+	l, err := githuborgs.Parse(entries)
+	if err != nil {
+		return nil, err
+	}
+	orgs := l.Names()
+	if l.Any {
+		orgs = append([]string{"*"}, orgs...)
+	}
+	return orgs, nil
 }
 
 // githubTransport trusts the system roots and, when set, caFile.
