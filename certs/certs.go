@@ -164,16 +164,25 @@ func (ca *CA) Pool() *x509.CertPool {
 // (wildcards like *.example.com allowed). The first host is the subject CN. It fails when hosts
 // is empty or an entry is neither an IP nor a valid DNS name (RFC 1123 subdomain).
 func (ca *CA) IssueServing(hosts []string) (KeyPair, error) {
+	return ca.IssueServingFor(hosts, ServingValidity)
+}
+
+// IssueServingFor is IssueServing with a lifetime of validity (cut short at the CA's expiry).
+// It fails as IssueServing does, and when validity is not positive.
+func (ca *CA) IssueServingFor(hosts []string, validity time.Duration) (KeyPair, error) {
+	if validity <= 0 {
+		return KeyPair{}, fmt.Errorf("certs: serving certificate lifetime %s is not positive", validity)
+	}
 	ips, names, err := SplitHosts(hosts)
 	if err != nil {
 		return KeyPair{}, err
 	}
 	return ca.issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: strings.Trim(hosts[0], "[]")},
+		Subject:     pkix.Name{CommonName: strings.Trim(strings.TrimSpace(hosts[0]), "[]")},
 		DNSNames:    names,
 		IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, ServingValidity)
+	}, validity)
 }
 
 // IssueClient issues a client-auth certificate valid for ClientValidity with subject CN

@@ -35,6 +35,9 @@ type Renewal struct {
 	// certificate now in File, and Due when it becomes due for renewal.
 	Renewed       bool
 	NotAfter, Due time.Time
+	// Reason says why a serving certificate was renewed (see CA.RenewServing), e.g.
+	// "due since 2026-01-02T03:04:05Z"; empty otherwise.
+	Reason string
 }
 
 // DueAt is when a certificate becomes due for renewal: when a third of its lifetime is left,
@@ -47,7 +50,8 @@ func DueAt(c *x509.Certificate) time.Time {
 
 // RenewDir renews, in dir as written by Set.WriteDir, the certificates o selects that are due
 // (DueAt) or all of them with o.Force:
-//   - tls.crt/tls.key: a new key and certificate from ca.key with the old certificate's names;
+//   - tls.crt/tls.key: a new key and certificate from ca.key with the old certificate's names,
+//     also when tls.crt no longer verifies against ca.crt (see CA.RenewServing);
 //   - with o.Client, client.crt/client.key: a new key and certificate from client-ca.key with
 //     the old subject;
 //   - with o.CA, ca.crt (and client-ca.crt with o.Client): the same key re-signed.
@@ -82,22 +86,21 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 		report(CACertFile, ca.cert, renewed)
 	}
 
-	serving, err := readCert(filepath.Join(dir, ServingCertFile))
+	servingPath := filepath.Join(dir, ServingCertFile)
+	servingPEM, err := os.ReadFile(servingPath)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("certs: %w", err)
 	}
-	if due(serving) {
-		kp, err := ca.IssueServing(hostsOf(serving))
-		if err != nil {
-			return out, fmt.Errorf("certs: %s: %w", ServingCertFile, err)
-		}
-		if serving, err = writePair(dir, ServingCertFile, ServingKeyFile, kp); err != nil {
+	kp, r, err := ca.RenewServing(servingPEM, ServingOptions{Force: o.Force, Now: now})
+	if err != nil {
+		return out, fmt.Errorf("%w (%s)", err, servingPath)
+	}
+	if kp != nil {
+		if _, err := writePair(dir, ServingCertFile, ServingKeyFile, *kp); err != nil {
 			return out, err
 		}
-		report(ServingCertFile, serving, true)
-	} else {
-		report(ServingCertFile, serving, false)
 	}
+	out = append(out, r)
 
 	if !o.Client {
 		return out, nil

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/octogate/octogate/certs"
 )
@@ -78,14 +81,17 @@ ca.crt and the client pair in the kube-apiserver's webhook kubeconfigs.`,
 func newCertsRenewCmd() *cobra.Command {
 	var dir string
 	var o certs.RenewOptions
+	var sr secretRenewal
+	var kubeconfig, kubeContext string
 	cmd := &cobra.Command{
-		Use:   "renew --dir DIR [--client] [--ca] [--force]",
-		Short: "renew the certificates in DIR that are due",
+		Use:   "renew (--dir DIR [--client] [--ca] | --secret NAME --ca-secret NAME [--namespace NS]) [--force]",
+		Short: "renew the certificates in DIR, or the serving certificate in a Kubernetes Secret, that are due",
 		Long: `renew replaces, in a directory written by "octogate certs init", the certificates that
 are due: those with less than a third of their lifetime left (as cert-manager renews).
 
-  (always)   tls.crt/tls.key: a new key and a certificate for the same names, from ca.key.
-             A running server picks it up within seconds; nothing on the control plane changes.
+  (always)   tls.crt/tls.key: a new key and a certificate for the same names, from ca.key
+             (also when tls.crt does not verify against ca.crt). A running server picks it up
+             within seconds; nothing on the control plane changes.
   --client   client.crt/client.key: a new key and certificate from client-ca.key, same subject.
              Copy both to every control-plane host (the webhook kubeconfigs embed them). A
              directory without client-ca.crt (written by an older octogate) gets a client CA;
@@ -94,18 +100,42 @@ are due: those with less than a third of their lifetime left (as cert-manager re
              everything they issued stays valid. Copy ca.crt where the kubeconfigs embed it.
 
 --force renews what is selected even when it is not due. Run it daily, e.g. from a systemd
-timer or cron; it prints one line per certificate and writes nothing that is not due.`,
+timer or cron; it prints one line per certificate and writes nothing that is not due.
+
+With --secret, renew works on Kubernetes Secrets instead, as the Helm chart's CronJob runs it:
+it reads the serving CA from --ca-secret (tls.crt, tls.key) and, when the certificate in
+--secret (a kubernetes.io/tls Secret) expires within --before (default: when a third of its
+lifetime is left), does not verify against that CA, or lacks one of --hosts, updates tls.crt
+and tls.key of --secret with a new key and a certificate from the CA for the same names (or
+--hosts), valid --validity. ca.crt and every other key are kept; when nothing is due, nothing
+is written. It needs get on both Secrets and update on --secret. The kubeconfig comes from
+--kubeconfig, KUBECONFIG, ~/.kube/config, or the pod's service account.`,
 		Example: `  octogate certs renew --dir /etc/octogate/certs
-  octogate certs renew --dir /etc/octogate/certs --client --ca`,
+  octogate certs renew --dir /etc/octogate/certs --client --ca
+  octogate certs renew --secret octogate-tls --ca-secret octogate-ca --namespace octogate-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			if sr.Secret != "" {
+				for _, name := range []string{"client", "ca"} {
+					if f.Changed(name) {
+						return fmt.Errorf("--%s: only with --dir (--secret renews the serving certificate)", name)
+					}
+				}
+				if sr.CASecret == "" {
+					return errors.New("--ca-secret: required with --secret")
+				}
+				sr.Options.Force = o.Force
+				return renewSecretCmd(cmd, sr, kubeconfig, kubeContext)
+			}
+			for _, name := range []string{"ca-secret", "namespace", "hosts", "before", "validity", "kubeconfig", "context"} {
+				if f.Changed(name) {
+					return fmt.Errorf("--%s: only with --secret", name)
+				}
+			}
 			report, err := certs.RenewDir(dir, o)
 			for _, r := range report {
-				line := fmt.Sprintf("%s: not due until %s, valid until %s", r.File, r.Due.UTC().Format(time.RFC3339), r.NotAfter.UTC().Format(time.RFC3339))
-				if r.Renewed {
-					line = fmt.Sprintf("%s: renewed, valid until %s", r.File, r.NotAfter.UTC().Format(time.RFC3339))
-				}
-				if _, werr := fmt.Fprintln(cmd.OutOrStdout(), line); werr != nil {
+				if _, werr := fmt.Fprintln(cmd.OutOrStdout(), renewalLine(r.File, r)); werr != nil {
 					return werr
 				}
 			}
@@ -116,10 +146,64 @@ timer or cron; it prints one line per certificate and writes nothing that is not
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "", "directory written by \"octogate certs init\" (required)")
+	f.StringVar(&dir, "dir", "", "directory written by \"octogate certs init\"")
 	f.BoolVar(&o.Client, "client", false, "also the kube-apiserver client certificate")
 	f.BoolVar(&o.CA, "ca", false, "also the CAs, keeping their keys")
 	f.BoolVar(&o.Force, "force", false, "renew what is selected even when it is not due")
-	_ = cmd.MarkFlagRequired("dir")
+	f.StringVar(&sr.Secret, "secret", "", "kubernetes.io/tls Secret holding the serving certificate (tls.crt, tls.key, ca.crt)")
+	f.StringVar(&sr.CASecret, "ca-secret", "", "Secret holding the serving CA (tls.crt, tls.key); required with --secret")
+	f.StringVarP(&sr.Namespace, "namespace", "n", "", "namespace of the Secrets (default: the kubeconfig context's, or the pod's)")
+	f.StringSliceVar(&sr.Options.Hosts, "hosts", nil, "comma list of names the certificate must have, the first its CN (default: the current certificate's names)")
+	f.DurationVar(&sr.Options.Before, "before", 0, "renew when the certificate expires within this duration, e.g. 720h (default: when a third of its lifetime is left)")
+	f.DurationVar(&sr.Options.Validity, "validity", certs.ServingValidity, "lifetime of a new certificate")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&kubeContext, "context", "", "kubeconfig context to use")
+	cmd.MarkFlagsOneRequired("dir", "secret")
+	cmd.MarkFlagsMutuallyExclusive("dir", "secret")
 	return cmd
+}
+
+// renewalLine is the line `certs renew` prints for one certificate.
+func renewalLine(name string, r certs.Renewal) string {
+	if !r.Renewed {
+		return fmt.Sprintf("%s: not due until %s, valid until %s", name, r.Due.UTC().Format(time.RFC3339), r.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if r.Reason != "" {
+		return fmt.Sprintf("%s: renewed (%s), valid until %s", name, r.Reason, r.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s: renewed, valid until %s", name, r.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// renewSecretCmd connects to the API server and runs renewSecret, printing one line.
+func renewSecretCmd(cmd *cobra.Command, sr secretRenewal, kubeconfig, kubeContext string) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	if sr.Namespace == "" {
+		ns, _, err := loader.Namespace()
+		if err != nil {
+			return fmt.Errorf("--namespace: %w", err)
+		}
+		sr.Namespace = ns
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = 30 * time.Second
+	cfg.UserAgent = "octogate-certs-renew"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+	defer cancel()
+	r, err := renewSecret(ctx, cs.CoreV1(), sr)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), renewalLine(sr.Namespace+"/"+sr.Secret+" "+r.File, r))
+	return err
 }

@@ -126,7 +126,7 @@ func TestCertsRenew(t *testing.T) {
 		wantChanged []string
 	}{
 		{"nothing is due after init", nil, []string{"tls.crt: not due until "}, nil},
-		{"--force renews the serving certificate", []string{"--force"}, []string{"tls.crt: renewed, valid until "}, []string{"tls.crt", "tls.key"}},
+		{"--force renews the serving certificate", []string{"--force"}, []string{"tls.crt: renewed (forced), valid until "}, []string{"tls.crt", "tls.key"}},
 		{"--client --ca --force renews everything", []string{"--client", "--ca", "--force"},
 			[]string{"ca.crt: renewed", "tls.crt: renewed", "client-ca.crt: renewed", "client.crt: renewed"},
 			[]string{"ca.crt", "tls.crt", "tls.key", "client-ca.crt", "client.crt", "client.key"}},

@@ -145,13 +145,14 @@ func TestDefaults(t *testing.T) {
 	t.Run("renders exactly the expected objects", func(t *testing.T) {
 		got := o.kinds()
 		want := map[string][]string{
-			"ServiceAccount":                 {fullname},
+			"ServiceAccount":                 {fullname, fullname + "-certs-renew"},
 			"ClusterRole":                    {fullname},
 			"ClusterRoleBinding":             {fullname},
-			"Role":                           {fullname + "-leader-election"},
-			"RoleBinding":                    {fullname + "-leader-election"},
+			"Role":                           {fullname + "-leader-election", fullname + "-certs-renew"},
+			"RoleBinding":                    {fullname + "-leader-election", fullname + "-certs-renew"},
 			"ConfigMap":                      {fullname + "-kube-apiserver"},
-			"Secret":                         {fullname + "-ca", fullname + "-tls", fullname + "-kube-apiserver"},
+			"Secret":                         {fullname + "-ca", fullname + "-client-ca", fullname + "-tls", fullname + "-kube-apiserver"},
+			"CronJob":                        {fullname + "-certs-renew"},
 			"Service":                        {fullname},
 			"Deployment":                     {fullname},
 			"PodDisruptionBudget":            {fullname},
@@ -231,7 +232,7 @@ func TestDefaults(t *testing.T) {
 			"OCTOGATE_LISTEN":                   ":8443",
 			"OCTOGATE_TLS_CERT_FILE":            "/etc/octogate/tls/tls.crt",
 			"OCTOGATE_TLS_KEY_FILE":             "/etc/octogate/tls/tls.key",
-			"OCTOGATE_CLIENT_CA_FILE":           "/etc/octogate/tls/ca.crt",
+			"OCTOGATE_CLIENT_CA_FILE":           "/etc/octogate/tls/client-ca.crt",
 			"OCTOGATE_GITHUB_API_URL":           "https://api.github.com/",
 			"OCTOGATE_GITHUB_ORGS":              "acme",
 			"OCTOGATE_GITHUB_TIMEOUT":           "5s",
@@ -271,7 +272,8 @@ func TestDefaults(t *testing.T) {
 			found = found || (m.Name == "tls" && m.MountPath == "/etc/octogate/tls")
 		}
 		vi := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "tls" })
-		if !found || vi < 0 || pod.Volumes[vi].Secret == nil || pod.Volumes[vi].Secret.SecretName != fullname+"-tls" {
+		if !found || vi < 0 || pod.Volumes[vi].Projected == nil || len(pod.Volumes[vi].Projected.Sources) == 0 ||
+			pod.Volumes[vi].Projected.Sources[0].Secret == nil || pod.Volumes[vi].Projected.Sources[0].Secret.Name != fullname+"-tls" {
 			t.Errorf("tls volume = %+v", pod.Volumes)
 		}
 	})
@@ -378,11 +380,7 @@ func TestDefaults(t *testing.T) {
 				t.Errorf("serving certificate for %s: %v", name, err)
 			}
 		}
-		api := get[corev1.Secret](t, o, "Secret", fullname+"-kube-apiserver")
-		client := parseCert(t, api.Data["client.crt"])
-		if _, err := client.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-			t.Errorf("client certificate: %v", err)
-		}
+		// The client certificate chains to the client CA instead: see TestTwoCAs.
 		if v := vw.Webhooks[0].ClientConfig.CABundle; string(v) != string(mw.Webhooks[0].ClientConfig.CABundle) {
 			t.Error("the two webhook configurations have different CAs")
 		}
@@ -504,14 +502,15 @@ func TestBadValuesFailAtInstall(t *testing.T) {
 func TestCertManager(t *testing.T) {
 	e := setup(t)
 	o := e.render(t, "--set", orgs, "--set", "certManager.enabled=true")
-	for _, name := range []string{fullname + "-ca", fullname + "-tls", fullname + "-kube-apiserver"} {
+	for _, name := range []string{fullname + "-ca", fullname + "-client-ca", fullname + "-tls", fullname + "-kube-apiserver"} {
 		if o.find("Secret", name) != nil {
 			t.Errorf("Secret %s rendered although cert-manager issues the certificates", name)
 		}
 	}
 	for _, kn := range [][2]string{
-		{"Issuer", fullname + "-selfsigned"}, {"Issuer", fullname + "-ca"},
-		{"Certificate", fullname + "-ca"}, {"Certificate", fullname + "-serving"}, {"Certificate", fullname + "-kube-apiserver-client"},
+		{"Issuer", fullname + "-selfsigned"}, {"Issuer", fullname + "-ca"}, {"Issuer", fullname + "-client-ca"},
+		{"Certificate", fullname + "-ca"}, {"Certificate", fullname + "-serving"},
+		{"Certificate", fullname + "-client-ca"}, {"Certificate", fullname + "-kube-apiserver-client"},
 	} {
 		if o.find(kn[0], kn[1]) == nil {
 			t.Errorf("no %s %s", kn[0], kn[1])
@@ -536,7 +535,7 @@ func TestCertManager(t *testing.T) {
 		t.Error("caBundle set although cainjector owns it")
 	}
 	d := get[appsv1.Deployment](t, o, "Deployment", fullname)
-	if envMap(d.Spec.Template.Spec.Containers[0])["OCTOGATE_CLIENT_CA_FILE"] != "/etc/octogate/tls/ca.crt" {
+	if envMap(d.Spec.Template.Spec.Containers[0])["OCTOGATE_CLIENT_CA_FILE"] != "/etc/octogate/tls/client-ca.crt" {
 		t.Error("client CA not configured with cert-manager")
 	}
 }
@@ -700,7 +699,9 @@ func TestOwnershipDisabledHasNoKubernetesAccess(t *testing.T) {
 	e := setup(t)
 	o := e.render(t, "--set", orgs, "--set", "ownership.enabled=false", "--set", "replicaCount=1")
 	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "PodDisruptionBudget"} {
-		if names := o.kinds()[kind]; len(names) > 0 {
+		// The certs-renew CronJob's Role is bound to its own ServiceAccount (TestCertsRenewCronJob).
+		names := slices.DeleteFunc(o.kinds()[kind], func(n string) bool { return n == fullname+"-certs-renew" })
+		if len(names) > 0 {
 			t.Errorf("%s %v rendered", kind, names)
 		}
 	}

@@ -28,7 +28,8 @@ import (
 // charts/octogate/templates/webhooks.yaml with certManager.enabled=false.
 const (
 	upgradeRelease         = "octogate"
-	upgradeCASecret        = "octogate-ca"             // tls.crt, tls.key: the chart's CA
+	upgradeCASecret        = "octogate-ca"             // tls.crt, tls.key: the chart's serving CA
+	upgradeClientCASecret  = "octogate-client-ca"      // tls.crt, tls.key, ca.crt: the chart's client CA
 	upgradeServingSecret   = "octogate-tls"            // tls.crt, tls.key, ca.crt: mounted by the pods
 	upgradeAPIServerSecret = "octogate-kube-apiserver" // ca.crt, client.crt, client.key, the kubeconfigs
 	upgradeWebhookConfig   = "octogate"                // Mutating- and ValidatingWebhookConfiguration
@@ -42,45 +43,19 @@ const helmCommandTimeout = 2 * time.Minute
 
 // TestHelmUpgradeKeepsTheCA installs charts/octogate with bin/k8s/helm into a kube-apiserver of
 // its own, upgrades the release with a changed value, and checks what the control plane relies
-// on survives the upgrade: the CA (certificate and key) and the kube-apiserver client
-// certificate are byte-identical, so the files copied to the control plane stay valid; the
-// serving certificate is re-issued and still verifies against that CA for the Service's DNS
-// name; the kubeconfigs and the webhook configurations' caBundle still carry that CA. Then
-// `helm uninstall` must leave no webhook configuration pointing at the removed Service.
+// on survives the upgrade: the serving CA, the client CA (certificates and keys) and the
+// kube-apiserver client certificate are byte-identical, so the files copied to the control
+// plane stay valid; the serving certificate is re-issued and still verifies against the
+// serving CA for the Service's DNS name; the kubeconfigs and the webhook configurations'
+// caBundle still carry that CA. Then `helm uninstall` must leave no webhook configuration
+// pointing at the removed Service.
 //
 // No octogate runs: the webhook configurations point at a Service without pods, and only
 // system:masters (which their matchConditions exclude) talks to this kube-apiserver.
 func TestHelmUpgradeKeepsTheCA(t *testing.T) {
 	root := requireBinaries(t, "etcd", "kube-apiserver", "helm")
-	binDir := cluster.BinDir(root)
 	chart := filepath.Join(root, "charts", "octogate")
-	work := t.TempDir()
-
-	api, err := cluster.StartAPIServer(cluster.APIServerConfig{BinDir: binDir, WorkDir: filepath.Join(work, "apiserver")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := api.Stop(); err != nil {
-			t.Errorf("stop kube-apiserver: %v", err)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(api.LogPath)
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("--- kube-apiserver.log (end) ---\n%s", b)
-		}
-	})
-	kubeconfig := filepath.Join(work, "admin.kubeconfig")
-	if err := api.WriteKubeconfig(kubeconfig, "helm-admin", nil); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(api.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := helm{path: filepath.Join(binDir, "helm"), kubeconfig: kubeconfig, home: filepath.Join(work, "home")}
+	_, cs, h := startHelmAPIServer(t, root)
 
 	start := time.Now()
 	h.mustRun(t, "install", upgradeRelease, chart, "--namespace", chartNamespace, "--create-namespace",
@@ -111,6 +86,8 @@ func TestHelmUpgradeKeepsTheCA(t *testing.T) {
 	}{
 		{"CA certificate", installed.caCert, upgraded.caCert, true},
 		{"CA key", installed.caKey, upgraded.caKey, true},
+		{"client CA certificate", installed.clientCACert, upgraded.clientCACert, true},
+		{"client CA key", installed.clientCAKey, upgraded.clientCAKey, true},
 		{"kube-apiserver client certificate", installed.clientCert, upgraded.clientCert, true},
 		{"kube-apiserver client key", installed.clientKey, upgraded.clientKey, true},
 		{"authn.kubeconfig", installed.kubeconfigs["authn.kubeconfig"], upgraded.kubeconfigs["authn.kubeconfig"], true},
@@ -135,6 +112,41 @@ func TestHelmUpgradeKeepsTheCA(t *testing.T) {
 
 	h.mustRun(t, "uninstall", upgradeRelease, "--namespace", chartNamespace, "--timeout", "90s")
 	checkNoWebhookLeft(t, cs)
+}
+
+// startHelmAPIServer starts etcd and a kube-apiserver of the test's own (stopped at cleanup,
+// its log shown on failure) and returns a system:masters client of it and bin/k8s/helm with a
+// kubeconfig for it.
+func startHelmAPIServer(t *testing.T, root string) (*cluster.APIServer, kubernetes.Interface, helm) {
+	t.Helper()
+	binDir := cluster.BinDir(root)
+	work := t.TempDir()
+	api, err := cluster.StartAPIServer(cluster.APIServerConfig{BinDir: binDir, WorkDir: filepath.Join(work, "apiserver")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := api.Stop(); err != nil {
+			t.Errorf("stop kube-apiserver: %v", err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(api.LogPath)
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("--- kube-apiserver.log (end) ---\n%s", b)
+		}
+	})
+	kubeconfig := filepath.Join(work, "admin.kubeconfig")
+	if err := api.WriteKubeconfig(kubeconfig, "helm-admin", nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(api.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := helm{path: filepath.Join(binDir, "helm"), kubeconfig: kubeconfig, home: filepath.Join(work, "home")}
+	return api, cs, h
 }
 
 // requireBinaries returns the repository root when names are all in bin/k8s, for tests that
@@ -207,6 +219,9 @@ func (h helm) mustRun(t *testing.T, args ...string) string {
 // bytes as decoded from the Secrets' data).
 type chartCerts struct {
 	caCert, caKey           []byte // <fullname>-ca
+	clientCACert            []byte // <fullname>-client-ca tls.crt
+	clientCAKey             []byte // <fullname>-client-ca tls.key
+	clientCAMounted         []byte // <fullname>-client-ca ca.crt, the key the pods mount
 	servingCert, servingKey []byte // <fullname>-tls
 	servingCA               []byte // <fullname>-tls ca.crt
 	apiserverCA             []byte // <fullname>-kube-apiserver ca.crt
@@ -235,10 +250,12 @@ func readChartCerts(t *testing.T, cs kubernetes.Interface) chartCerts {
 		return s.Data
 	}
 	ca := data(upgradeCASecret, "tls.crt", "tls.key")
+	clientCA := data(upgradeClientCASecret, "tls.crt", "tls.key", "ca.crt")
 	serving := data(upgradeServingSecret, "tls.crt", "tls.key", "ca.crt")
 	apiserver := data(upgradeAPIServerSecret, "ca.crt", "client.crt", "client.key", "authn.kubeconfig", "authz.kubeconfig", "admission.kubeconfig")
 	c := chartCerts{
 		caCert: ca["tls.crt"], caKey: ca["tls.key"],
+		clientCACert: clientCA["tls.crt"], clientCAKey: clientCA["tls.key"], clientCAMounted: clientCA["ca.crt"],
 		servingCert: serving["tls.crt"], servingKey: serving["tls.key"], servingCA: serving["ca.crt"],
 		apiserverCA: apiserver["ca.crt"], clientCert: apiserver["client.crt"], clientKey: apiserver["client.key"],
 		kubeconfigs: map[string][]byte{},
@@ -268,17 +285,30 @@ func readChartCerts(t *testing.T, cs kubernetes.Interface) chartCerts {
 	return c
 }
 
-// checkChartCerts checks that one revision's objects agree with each other: the serving and
-// client certificates chain to the CA, and every copy of the CA (the serving Secret's ca.crt,
-// the kube-apiserver Secret's ca.crt, the authn/authz kubeconfigs, the webhooks' caBundle) is
-// that CA, with the client certificate in every kubeconfig.
+// checkChartCerts checks that one revision's objects agree with each other: the serving
+// certificate chains to the serving CA only, the client certificate to the client CA only,
+// and every copy of the serving CA (the serving Secret's ca.crt, the kube-apiserver Secret's
+// ca.crt, the authn/authz kubeconfigs, the webhooks' caBundle) is that CA, with the client
+// certificate in every kubeconfig.
 func checkChartCerts(t *testing.T, when string, c chartCerts) {
 	t.Helper()
+	if bytes.Equal(c.caCert, c.clientCACert) {
+		t.Errorf("%s: the serving CA and the client CA are the same", when)
+	}
+	if !bytes.Equal(c.clientCAMounted, c.clientCACert) {
+		t.Errorf("%s: %s ca.crt is not its certificate", when, upgradeClientCASecret)
+	}
 	if err := verifyServing(c.servingCert, c.caCert); err != nil {
 		t.Errorf("%s: serving certificate: %v", when, err)
 	}
-	if err := verifyClient(c.clientCert, c.caCert); err != nil {
+	if err := verifyServing(c.servingCert, c.clientCACert); err == nil {
+		t.Errorf("%s: the serving certificate verifies against the client CA", when)
+	}
+	if err := verifyClient(c.clientCert, c.clientCACert); err != nil {
 		t.Errorf("%s: kube-apiserver client certificate: %v", when, err)
+	}
+	if err := verifyClient(c.clientCert, c.caCert); err == nil {
+		t.Errorf("%s: the kube-apiserver client certificate verifies against the serving CA", when)
 	}
 	for name, got := range map[string][]byte{
 		upgradeServingSecret + " ca.crt":   c.servingCA,

@@ -230,3 +230,39 @@ a number with an optional Ki, Mi, Gi, Ti, k, M, G or T suffix. */}}
 {{- printf "%.0f" (floor (mulf (float64 $num) (get $mult $unit) 0.9)) }}
 {{- end }}
 {{- end }}
+
+{{/* A CA kept across upgrades: the Secret .name in .namespace (tls.crt, tls.key) when it
+exists, else a new CA named .name valid .days days. JSON {"Cert", "Key": PEM, "reused": bool};
+`helm template` cannot look up, so it always makes a new one. */}}
+{{- define "octogate.lookupCA" -}}
+{{- $secret := lookup "v1" "Secret" .namespace .name }}
+{{- $data := dig "data" dict ($secret | default dict) }}
+{{- if and (hasKey $data "tls.crt") (hasKey $data "tls.key") }}
+{{- $ca := buildCustomCert (index $data "tls.crt") (index $data "tls.key") }}
+{{- dict "Cert" $ca.Cert "Key" $ca.Key "reused" true | toJson }}
+{{- else }}
+{{- $ca := genCA .name (int .days) }}
+{{- dict "Cert" $ca.Cert "Key" $ca.Key "reused" false | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of the certs-renew CronJob's objects and pods. Its name label differs from the
+webhook pods' (octogate.selectorLabels), so the Service, PodDisruptionBudget and NetworkPolicy
+never select a renewal pod. */}}
+{{- define "octogate.renewSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-certs-renew" (include "octogate.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "octogate.renewLabels" -}}
+helm.sh/chart: {{ include "octogate.chart" . }}
+{{ include "octogate.renewSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: certs-renew
+{{- end }}
+
+{{/* Is the certs-renew CronJob rendered? Only for chart-generated certificates. */}}
+{{- define "octogate.renewEnabled" -}}
+{{- if and .Values.certs.renew.enabled (not .Values.certManager.enabled) }}true{{ end }}
+{{- end }}
