@@ -246,6 +246,8 @@ func TestDefaults(t *testing.T) {
 			"OCTOGATE_OWNER_CLUSTERROLE":        "admin",
 			"OCTOGATE_CONTROLLER":               "true",
 			"OCTOGATE_LEADER_ELECT":             "true",
+			"OCTOGATE_KUBE_API_QPS":             "50",
+			"OCTOGATE_KUBE_API_BURST":           "100",
 			"OCTOGATE_LOG_FORMAT":               "text",
 			"OCTOGATE_SHUTDOWN_DELAY":           "5s",
 			"GOMEMLIMIT":                        "241591910", // 90% of the 256Mi memory limit
