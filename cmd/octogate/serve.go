@@ -260,8 +260,8 @@ func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
 		// Nothing reads managedFields; dropping them from the cached Namespaces and owned
 		// objects keeps 10,000 namespaces well under the chart's memory limit.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		Logger:                  logr.FromSlogHandler(log.Handler()),
+		Cache:  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Logger: logr.FromSlogHandler(log.Handler()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ownership controller: %w", err)
