@@ -258,8 +258,8 @@ func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        "octogate-ownership",
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
-		// Nothing reads managedFields; dropping them from the cached Namespaces and owned
-		// objects keeps 10,000 namespaces well under the chart's memory limit.
+		// Nothing reads managedFields; dropping them from the cached Namespaces saves memory
+		// (docs/performance.md: the namespace controller at scale).
 		Cache:  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		Logger: logr.FromSlogHandler(log.Handler()),
 	})
