@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	defer cancel()
 	attackEnd := time.Now().Add(attack)
 
-	var connected, cutOff atomic.Int64
+	var connected, cutOff, dialTimeouts atomic.Int64
 	var mu sync.Mutex
 	var heldTooLong []time.Duration
 	var maxHeld time.Duration
@@ -58,7 +59,14 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 				c, err := d.DialContext(ctx, "tcp", o.addr)
 				if err != nil {
 					// A handshake still under way when the attack ends fails with its deadline.
-					if ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					var ne net.Error
+					switch {
+					case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
+					case errors.As(err, &ne) && ne.Timeout():
+						// The kernel dropped the SYN of a full accept queue: the crowd's
+						// problem, as long as it stays rare and others are served.
+						dialTimeouts.Add(1)
+					default:
 						mu.Lock()
 						dialErrors = append(dialErrors, err.Error())
 						mu.Unlock()
@@ -132,8 +140,8 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	}
 	wg.Wait()
 
-	t.Logf("slow clients: %d connections, %d cut off by the server (the longest held %v), %d dials failed; normal requests on new connections: %v",
-		connected.Load(), cutOff.Load(), maxHeld.Round(time.Millisecond), len(dialErrors), lat)
+	t.Logf("slow clients: %d connections, %d cut off by the server (the longest held %v), %d dials failed, %d timed out; normal requests on new connections: %v",
+		connected.Load(), cutOff.Load(), maxHeld.Round(time.Millisecond), len(dialErrors), dialTimeouts.Load(), lat)
 	if len(failures) > 0 {
 		t.Errorf("%d normal requests failed, first: %s", len(failures), failures[0])
 	}
@@ -145,6 +153,9 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 	}
 	if len(dialErrors) > 0 {
 		t.Errorf("%d slow client connections failed to connect, first: %s", len(dialErrors), dialErrors[0])
+	}
+	if n := dialTimeouts.Load(); n > connected.Load()/100 {
+		t.Errorf("%d slow client dials timed out, more than 1%% of %d connections", n, connected.Load())
 	}
 	if cutOff.Load() < slowClients/2 {
 		t.Errorf("only %d slow clients were cut off", cutOff.Load())
