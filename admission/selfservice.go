@@ -89,6 +89,9 @@ func (s *selfService) validateCreate(ctx context.Context, ns *corev1.Namespace, 
 	if t == nil {
 		return "", nil
 	}
+	if what := foreignMetadata(ns); what != "" {
+		return fmt.Sprintf("octogate: namespaces of template %q carry only octogate's labels and annotations, not %s; ask an admin to add it", t.Name, what), nil
+	}
 	if !t.NameAllowed(ns.Name, creator) {
 		allowed := t.AllowedNames(creator)
 		if len(allowed) == 0 {
@@ -148,7 +151,7 @@ func (s *selfService) reserve(ctx context.Context, name string, t *namespacetemp
 			return "", err
 		}
 		if max := *t.MaxNamespacesPerUser; len(names) >= max {
-			return fmt.Sprintf("%s owns %d of the %d namespaces allowed by template %q%s", user.Username, len(names), max, t.Name, listNames(names)), nil
+			return fmt.Sprintf("octogate: %s owns %d of the %d namespaces allowed by template %q%s", user.Username, len(names), max, t.Name, listNames(names)), nil
 		}
 	}
 	if t.MaxNamespaces != nil {
@@ -157,7 +160,7 @@ func (s *selfService) reserve(ctx context.Context, name string, t *namespacetemp
 			return "", err
 		}
 		if max := *t.MaxNamespaces; len(names) >= max {
-			return fmt.Sprintf("template %q has %d of its %d namespaces%s", t.Name, len(names), max, listNames(names)), nil
+			return fmt.Sprintf("octogate: template %q has %d of its %d namespaces%s", t.Name, len(names), max, listNames(names)), nil
 		}
 	}
 	if !dryRun {
@@ -299,4 +302,32 @@ func changedKey(a, b map[string]string, skip func(string) bool) string {
 		return ""
 	}
 	return slices.Min(keys)
+}
+
+// lastApplied is the annotation `kubectl apply` keeps on the objects it creates
+// (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubectl-kubernetes-io-last-applied-configuration).
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// foreignMetadata names the first label or annotation of a self-service namespace at CREATE
+// that octogate does not set or read ("label pod-security.kubernetes.io/enforce"), or "". A
+// creator held to a template may not choose pod security levels, labels other namespaces'
+// NetworkPolicies select on, or annotations admission plugins read (node selectors), as
+// owners may not change them later. kubernetes.io/metadata.name (set by kube-apiserver) and
+// kubectl apply's annotation are allowed.
+func foreignMetadata(ns *corev1.Namespace) string {
+	ours := func(k string) bool {
+		_, team := namespacetemplate.TeamOfLabel(k)
+		return team || k == namespacetemplate.LabelCreatorUID || k == corev1.LabelMetadataName
+	}
+	if k := changedKey(nil, ns.Labels, ours); k != "" {
+		return "label " + k
+	}
+	ours = func(k string) bool {
+		return slices.Contains(protectedAnnotations[:], k) || k == namespacetemplate.AnnotationTemplate ||
+			k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied
+	}
+	if k := changedKey(nil, ns.Annotations, ours); k != "" {
+		return "annotation " + k
+	}
+	return ""
 }

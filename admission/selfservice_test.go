@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,7 +101,7 @@ func TestCreateIsHeldToNamesAndLimits(t *testing.T) {
 		want        string // "" = allowed
 	}{
 		{"per-user limit reached: the denial lists the namespaces", "bob-d", members, bob,
-			`github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
+			`octogate: github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
 		{"name outside the patterns lists the filled-in patterns", "team-x", members, bob,
 			`octogate: namespace name "team-x" is not allowed by template "members"; allowed names for you: bob-*`},
 		{"reserved name", "kube-bob", members, bob,
@@ -108,11 +109,14 @@ func TestCreateIsHeldToNamesAndLimits(t *testing.T) {
 		{"default is reserved", "default", nil, sreCarol,
 			`octogate: namespace name "default" is reserved (default): only admins may create it`},
 		{"template total reached", "sre-tools", sre, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}},
-			`template "sre" has 3 of its 3 namespaces: carol-a, carol-b, sre-x`},
+			`octogate: template "sre" has 3 of its 3 namespaces: carol-a, carol-b, sre-x`},
 		{"team pattern and room left", "sre-tools", sre, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}, ""},
 		{"admins are never limited nor held to names", "kube-admin-tools", members, platformAdmin, ""},
 		{"no template annotation: the template is selected now", "bob-d", nil, bob,
-			`github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
+			`octogate: github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
+		{"a node selector annotation is not the creator's to choose", "bob-d", map[string]string{"scheduler.alpha.kubernetes.io/node-selector": "pool=big"}, bob,
+			`octogate: namespaces of template "members" carry only octogate's labels and annotations, not annotation scheduler.alpha.kubernetes.io/node-selector; ask an admin to add it`},
+		{"kubectl apply's annotation is fine", "sre-tools", map[string]string{namespacetemplate.AnnotationTemplate: "sre", "kubectl.kubernetes.io/last-applied-configuration": "{}"}, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}, ""},
 		{"co-owner team the creator is not in", "carol-b", map[string]string{namespacetemplate.AnnotationTemplate: "sre", namespacetemplate.AnnotationOwnerTeams: "acme/web"}, sreCarol,
 			`octogate: annotation octogate.dev/owner-teams: github:carol:1003 is not a member of team acme/web (group github:acme/web): only teams you are in may co-own a namespace`},
 	}
@@ -122,7 +126,7 @@ func TestCreateIsHeldToNamesAndLimits(t *testing.T) {
 			if tc.name == "template total reached" {
 				l.nss = append(l.nss, [3]string{"carol-b", "sre", "1003"})
 			}
-			if tc.name == "team pattern and room left" {
+			if tc.name == "team pattern and room left" || tc.name == "kubectl apply's annotation is fine" {
 				l.nss = l.nss[:4]
 			}
 			v := selfServiceValidator(t, l)
@@ -234,5 +238,32 @@ func TestUpdateProtectsOwnership(t *testing.T) {
 				t.Fatalf("allowed = %v (%v), want %v", resp.Allowed, resp.Result, tc.allowed)
 			}
 		})
+	}
+}
+
+func TestCreateTakesOnlyOctogateLabels(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}, "not label pod-security.kubernetes.io/enforce"},
+		{map[string]string{"kubernetes.io/metadata.name": "bob-d", "octogate.dev/creator-uid": "1002", "octogate.dev/owner-team.acme.web": "true"}, ""},
+	} {
+		obj, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "bob-d", "labels": tc.labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := selfServiceValidator(t, &fakeLister{})
+		resp := v.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: namespaceRequest(admissionv1.Create, string(obj), "", bob)})
+		if tc.want == "" {
+			if !resp.Allowed {
+				t.Errorf("%v: denied: %s", tc.labels, resp.Result.Message)
+			}
+			continue
+		}
+		if resp.Allowed || !strings.Contains(resp.Result.Message, tc.want) {
+			t.Errorf("%v: allowed=%v %q, want a denial with %q", tc.labels, resp.Allowed, resp.Result.Message, tc.want)
+		}
 	}
 }

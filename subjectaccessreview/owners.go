@@ -32,7 +32,8 @@ const (
 //     octogate.dev/creator-uid to exactly the caller's uid (In or = with that one value), or
 //     require octogate.dev/owner-team.<org>.<team> (Exists, or In "true") for a team whose
 //     group the caller is in. rawSelector is never trusted.
-//   - get and delete of a namespace the caller created or co-owns through a team, and update
+//   - get and delete of a namespace the caller created or co-owns through a team (and list
+//     and watch of it by name: a field selector metadata.name=NAME), and update
 //     and patch of it, so owners can name co-owner teams (the validating webhook lets an owner
 //     change nothing else there).
 //
@@ -44,7 +45,9 @@ func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decisi
 	switch a.Verb {
 	case "list", "watch":
 		if a.Name != "" {
-			return Decision{}, false
+			// kube-apiserver names the object of a list or watch whose field selector is
+			// metadata.name=NAME, as kubectl's wait for a deletion sends.
+			return ownedByCaller(a, owners, prefix)
 		}
 		for _, r := range a.LabelRequirements {
 			if r.Key == labelCreatorUID && (r.Operator == "In" || r.Operator == "=" || r.Operator == "==" || r.Operator == "Equals") &&
@@ -57,20 +60,27 @@ func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decisi
 			}
 		}
 	case "get", "delete", "update", "patch":
-		if owners == nil || a.Name == "" {
-			return Decision{}, false
-		}
-		uid, teams, ok := owners.NamespaceOwners(a.Name)
-		if !ok {
-			return Decision{}, false
-		}
-		if uid != "" && uid == a.UID {
-			return ownerAllow("creator of namespace " + a.Name), true
-		}
-		for _, t := range teams {
-			if inTeam(a.Groups, prefix, t) {
-				return ownerAllow("team " + t + " co-owns namespace " + a.Name), true
-			}
+		return ownedByCaller(a, owners, prefix)
+	}
+	return Decision{}, false
+}
+
+// ownedByCaller allows a request on the namespace a.Name when the caller created it or is in
+// one of its co-owner teams; anything else: NoOpinion (ok false).
+func ownedByCaller(a *Attributes, owners NamespaceOwners, prefix string) (Decision, bool) {
+	if owners == nil || a.Name == "" {
+		return Decision{}, false
+	}
+	uid, teams, ok := owners.NamespaceOwners(a.Name)
+	if !ok {
+		return Decision{}, false
+	}
+	if uid != "" && uid == a.UID {
+		return ownerAllow("creator of namespace " + a.Name), true
+	}
+	for _, t := range teams {
+		if inTeam(a.Groups, prefix, t) {
+			return ownerAllow("team " + t + " co-owns namespace " + a.Name), true
 		}
 	}
 	return Decision{}, false

@@ -54,6 +54,8 @@ func TestOwnersListGetAndDeleteTheirNamespaces(t *testing.T) {
 		{"co-owner team updates", with(sre, "update", "alice-a", nil), true},
 		{"patch someone else's namespace", with(bob, "patch", "alice-a", nil), false},
 		{"create is not granted by ownership", with(bob, "create", "bob-a", nil), false},
+		{"watch own namespace by name (kubectl delete waits so)", with(bob, "watch", "bob-a", nil), true},
+		{"list someone else's namespace by name", with(bob, "list", "alice-a", nil), false},
 		{"deletecollection is not granted", with(bob, "deletecollection", "", nil), false},
 		{"unknown namespace", with(bob, "get", "nope", nil), false},
 	}

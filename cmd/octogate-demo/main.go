@@ -196,13 +196,15 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		defer os.Remove(actionsKubeconfig)
 	}
 
-	// bin/k8s has kubectl; bin has octogate, for `octogate namespaces` and `octogate doctor`.
-	printTour(kubeconfig, filepath.Join(root, "bin", "k8s")+":"+filepath.Join(root, "bin"), work, realGitHub, doctor)
+	// binDir (bin/k8s or OCTOGATE_K8S_BIN) has kubectl; bin has octogate, for `octogate
+	// namespaces`, `octogate doctor` and the kubeconfigs' exec credential.
+	path := binDir + ":" + filepath.Join(root, "bin")
+	printTour(kubeconfig, path, work, realGitHub, doctor)
 	if !realGitHub {
 		printHardeningTour(binary, work)
 	}
 	if actions != nil {
-		actions.printTour(filepath.Join(root, "bin", "k8s"))
+		actions.printTour(path)
 	}
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))

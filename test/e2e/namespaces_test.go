@@ -69,6 +69,12 @@ func TestSelfServiceNamespaces(t *testing.T) {
 			t.Fatalf("want a reserved-name denial\n%s", res)
 		}
 	})
+	t.Run("a self-service namespace takes no pod security label", func(t *testing.T) {
+		res := e.kubectlStdin(t, "bob", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-psa","labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`), "create", "-f", "-")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "not label pod-security.kubernetes.io/enforce") {
+			t.Fatalf("want a denial naming the label\n%s", res)
+		}
+	})
 	t.Run("the per-person limit counts by uid and lists the namespaces", func(t *testing.T) {
 		e.mustSucceed(t, "bob", "create", "namespace", "bob-a")
 		e.mustSucceed(t, "bob", "create", "namespace", "web-tools", "--dry-run=server")
@@ -106,6 +112,13 @@ func TestSelfServiceNamespaces(t *testing.T) {
 			}
 		}
 		e.mustSucceed(t, "bob", "get", "namespace", "bob-a")
+		// A list by name, as kubectl's wait after a delete watches: allowed for his own only.
+		if res := e.mustSucceed(t, "bob", "get", "namespaces", "--field-selector", "metadata.name=bob-a", "-o", "name"); strings.TrimSpace(res.Stdout) != "namespace/bob-a" {
+			t.Fatalf("bob listing bob-a by name: %s", res)
+		}
+		if res := e.kubectlAs(t, "bob", "get", "namespaces", "--field-selector", "metadata.name=default"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Fatalf("bob listing default by name: want Forbidden\n%s", res)
+		}
 	})
 	t.Run("co-owner teams: only the creator's own teams, bound in octogate-owner-teams", func(t *testing.T) {
 		res := e.kubectlStdin(t, "bob", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-c","annotations":{"octogate.dev/owner-teams":"acme/platform-admins"}}}`), "create", "-f", "-")
