@@ -169,4 +169,7 @@ func TestSelfServiceNamespaces(t *testing.T) {
 			return "", nil
 		})
 	})
+	t.Run("bob waits for his deletion to finish, as kubectl delete does", func(t *testing.T) {
+		e.mustSucceed(t, "bob", "wait", "--for=delete", "namespace/bob-a", "--timeout=90s")
+	})
 }
