@@ -101,7 +101,11 @@ func handle(ns *corev1.Namespace, user authenticationv1.UserInfo, template strin
 	} else {
 		removeLabels = append(removeLabels, namespacetemplate.LabelCreatorUID)
 	}
-	teams, _ := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+	teams, err := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+	if value, ok := ns.Annotations[namespacetemplate.AnnotationOwnerTeams]; ok && err == nil && value != strings.Join(teams, ",") {
+		// Stored as the controller and the authorizer read it: lowercased, no blanks or repeats.
+		annotations[namespacetemplate.AnnotationOwnerTeams] = strings.Join(teams, ",")
+	}
 	for _, team := range teams {
 		labels[namespacetemplate.OwnerTeamLabel(team)] = "true"
 	}

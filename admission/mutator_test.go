@@ -301,6 +301,17 @@ func TestHandleDecidesThePatch(t *testing.T) {
 			{Op: "add", Path: "/metadata/labels/octogate.dev~1creator-uid", Value: "583231"},
 		},
 	}, {
+		name: "owner-teams stored lowercased, without blanks or repeats",
+		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{"octogate.dev/owner-teams": " ACME/web, acme/web,"}, Labels: map[string]string{}}},
+		want: []patchOp{
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator", Value: "github:octocat:583231"},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-groups", Value: `["github:acme","github:acme/platform","system:authenticated"]`},
+			{Op: "add", Path: "/metadata/annotations/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "replace", Path: "/metadata/annotations/octogate.dev~1owner-teams", Value: "acme/web"},
+			{Op: "add", Path: "/metadata/labels/octogate.dev~1creator-uid", Value: "583231"},
+			{Op: "add", Path: "/metadata/labels/octogate.dev~1owner-team.acme.web", Value: "true"},
+		},
+	}, {
 		name: "namespace being deleted: nothing",
 		ns:   corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &now}},
 	}}

@@ -3,6 +3,7 @@ package namespacetemplate
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -25,7 +26,7 @@ const (
 var teamRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?/[a-z0-9]([a-z0-9_-]*[a-z0-9])?$`)
 
 // ParseOwnerTeams splits an AnnotationOwnerTeams value into "org/team-slug" items,
-// lowercased, blanks dropped; an item that is not org/team-slug, or whose label
+// lowercased, blanks and repeats dropped; an item that is not org/team-slug, or whose label
 // (OwnerTeamLabel) would be too long, is an error naming it.
 func ParseOwnerTeams(value string) ([]string, error) {
 	var teams []string
@@ -37,7 +38,9 @@ func ParseOwnerTeams(value string) ([]string, error) {
 		if !teamRE.MatchString(item) || len(OwnerTeamLabel(item))-len("octogate.dev/") > 63 {
 			return nil, fmt.Errorf("%q is not an org/team-slug", item)
 		}
-		teams = append(teams, item)
+		if !slices.Contains(teams, item) {
+			teams = append(teams, item)
+		}
 	}
 	return teams, nil
 }
