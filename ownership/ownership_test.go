@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -129,14 +130,27 @@ func TestOwnerBindingIsRepaired(t *testing.T) {
 			return admin.Update(ctx, rb)
 		}, ReasonOwnerBindingFixed},
 		{"binding to another role is replaced (roleRef is immutable)", func(ctx context.Context, rb *rbacv1.RoleBinding) error {
-			if err := admin.Delete(ctx, rb); err != nil {
-				return err
+			// The controller may recreate its binding between the delete and the create:
+			// then delete that one and try again.
+			namespace := rb.Namespace
+			for range 20 {
+				if err := admin.Delete(ctx, rb); client.IgnoreNotFound(err) != nil {
+					return err
+				}
+				err := admin.Create(ctx, &rbacv1.RoleBinding{
+					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: RoleBindingName, Labels: rb.Labels},
+					RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+					Subjects:   rb.Subjects,
+				})
+				if !apierrors.IsAlreadyExists(err) {
+					return err
+				}
+				rb = &rbacv1.RoleBinding{}
+				if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: RoleBindingName}, rb); err != nil {
+					return err
+				}
 			}
-			return admin.Create(ctx, &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: rb.Namespace, Name: RoleBindingName, Labels: rb.Labels},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-				Subjects:   rb.Subjects,
-			})
+			return errors.New("the controller recreated its binding 20 times before ours could be created")
 		}, ReasonOwnerBindingReplaced},
 		{"binding stripped of its label is taken back", func(ctx context.Context, rb *rbacv1.RoleBinding) error {
 			rb.Labels = nil
