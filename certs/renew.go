@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,10 @@ type RenewOptions struct {
 	CA bool
 	// Force renews every considered certificate even when it is not due.
 	Force bool
+	// Hosts are the names the serving certificate must have, the first its CN (see
+	// ServingOptions.Hosts): one that lacks any is renewed, and a tls.crt that is missing or
+	// does not parse is replaced by a certificate for them. Empty keeps the current names.
+	Hosts []string
 	// Now is the time due dates are measured against; zero means time.Now().
 	Now time.Time
 }
@@ -35,8 +40,8 @@ type Renewal struct {
 	// certificate now in File, and Due when it becomes due for renewal.
 	Renewed       bool
 	NotAfter, Due time.Time
-	// Reason says why a serving certificate was renewed (see CA.RenewServing), e.g.
-	// "due since 2026-01-02T03:04:05Z"; empty otherwise.
+	// Reason says why a certificate was renewed, e.g. "due since 2026-01-02T03:04:05Z",
+	// "forced" or "key does not match" (see CA.RenewServing); empty when it was not.
 	Reason string
 }
 
@@ -50,23 +55,36 @@ func DueAt(c *x509.Certificate) time.Time {
 
 // RenewDir renews, in dir as written by Set.WriteDir, the certificates o selects that are due
 // (DueAt) or all of them with o.Force:
-//   - tls.crt/tls.key: a new key and certificate from ca.key with the old certificate's names,
-//     also when tls.crt no longer verifies against ca.crt (see CA.RenewServing);
+//   - tls.crt/tls.key: a new key and certificate from ca.key with the old certificate's names
+//     (or o.Hosts), also when tls.crt no longer verifies against ca.crt or tls.key is missing,
+//     does not parse or does not match tls.crt (see CA.RenewServing);
 //   - with o.Client, client.crt/client.key: a new key and certificate from client-ca.key with
-//     the old subject;
+//     the old subject, also when client.key is missing, does not parse or does not match;
 //   - with o.CA, ca.crt (and client-ca.crt with o.Client): the same key re-signed.
 //
 // A renewed CA forces no renewal of what it issued. Files are replaced atomically (watchers see
-// whole files). Errors name the file.
+// whole files). Errors name the file; a tls.crt that cannot be read without o.Hosts is an
+// ErrNoHosts error.
 func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	due := func(c *x509.Certificate) bool { return o.Force || !now.Before(DueAt(c)) }
+	// dueReason says why c is to be renewed: "" when it is not.
+	dueReason := func(c *x509.Certificate) string {
+		switch {
+		case !now.Before(c.NotAfter):
+			return "expired " + c.NotAfter.UTC().Format(time.RFC3339)
+		case !now.Before(DueAt(c)):
+			return "due since " + DueAt(c).UTC().Format(time.RFC3339)
+		case o.Force:
+			return "forced"
+		}
+		return ""
+	}
 	var out []Renewal
-	report := func(file string, c *x509.Certificate, renewed bool) {
-		out = append(out, Renewal{File: file, Renewed: renewed, NotAfter: c.NotAfter, Due: DueAt(c)})
+	report := func(file string, c *x509.Certificate, reason string) {
+		out = append(out, Renewal{File: file, Renewed: reason != "", NotAfter: c.NotAfter, Due: DueAt(c), Reason: reason})
 	}
 
 	ca, err := loadCAFiles(dir, CACertFile, CAKeyFile)
@@ -74,8 +92,8 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 		return nil, err
 	}
 	if o.CA {
-		renewed := due(ca.cert)
-		if renewed {
+		reason := dueReason(ca.cert)
+		if reason != "" {
 			if ca, err = ca.Renew(); err != nil {
 				return nil, err
 			}
@@ -83,15 +101,19 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 				return out, err
 			}
 		}
-		report(CACertFile, ca.cert, renewed)
+		report(CACertFile, ca.cert, reason)
 	}
 
 	servingPath := filepath.Join(dir, ServingCertFile)
-	servingPEM, err := os.ReadFile(servingPath)
+	servingPEM, err := readOptional(servingPath)
 	if err != nil {
-		return out, fmt.Errorf("certs: %w", err)
+		return out, err
 	}
-	kp, r, err := ca.RenewServing(servingPEM, ServingOptions{Force: o.Force, Now: now})
+	keyPEM, err := readOptional(filepath.Join(dir, ServingKeyFile))
+	if err != nil {
+		return out, err
+	}
+	kp, r, err := ca.RenewServing(servingPEM, ServingOptions{Hosts: o.Hosts, Force: o.Force, Now: now, CheckKey: true, KeyPEM: keyPEM})
 	if err != nil {
 		return out, fmt.Errorf("%w (%s)", err, servingPath)
 	}
@@ -116,12 +138,12 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 			return out, err
 		}
 		newClientCA = true
-		report(ClientCACertFile, clientCA.cert, true)
+		report(ClientCACertFile, clientCA.cert, "created: there was no client CA")
 	case err != nil:
 		return out, err
 	case o.CA:
-		renewed := due(clientCA.cert)
-		if renewed {
+		reason := dueReason(clientCA.cert)
+		if reason != "" {
 			if clientCA, err = clientCA.Renew(); err != nil {
 				return out, err
 			}
@@ -129,32 +151,67 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 				return out, err
 			}
 		}
-		report(ClientCACertFile, clientCA.cert, renewed)
+		report(ClientCACertFile, clientCA.cert, reason)
 	}
 
 	cn, orgs := DefaultClientCommonName, []string(nil)
-	client, err := readCert(filepath.Join(dir, ClientCertFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	clientPath := filepath.Join(dir, ClientCertFile)
+	clientPEM, err := readOptional(clientPath)
+	if err != nil {
 		return out, err
-	default:
-		cn, orgs = client.Subject.CommonName, client.Subject.Organization
 	}
-	if client == nil || newClientCA || due(client) {
-		kp, err := clientCA.IssueClient(cn, orgs...)
-		if err != nil {
-			return out, fmt.Errorf("certs: %s: %w", ClientCertFile, err)
-		}
-		issued, err := writePair(dir, ClientCertFile, ClientKeyFile, kp)
-		if err != nil {
-			return out, err
-		}
-		report(ClientCertFile, issued, true)
+	clientKeyPEM, err := readOptional(filepath.Join(dir, ClientKeyFile))
+	if err != nil {
+		return out, err
+	}
+	var client *x509.Certificate
+	reason := ""
+	if clientPEM == nil {
+		reason = "no certificate"
 	} else {
-		report(ClientCertFile, client, false)
+		certs, err := ParseCertificates(clientPEM)
+		if err != nil {
+			return out, fmt.Errorf("certs: %s: %w", clientPath, err)
+		}
+		client = certs[0]
+		cn, orgs = client.Subject.CommonName, client.Subject.Organization
+		switch {
+		case newClientCA:
+			reason = "new client CA"
+		default:
+			if reason = dueReason(client); reason == "" || reason == "forced" {
+				if kr := keyProblem(clientPEM, clientKeyPEM); kr != "" {
+					reason = kr
+				}
+			}
+		}
 	}
+	if reason == "" {
+		report(ClientCertFile, client, "")
+		return out, nil
+	}
+	clientKP, err := clientCA.IssueClient(cn, orgs...)
+	if err != nil {
+		return out, fmt.Errorf("certs: %s: %w", ClientCertFile, err)
+	}
+	issued, err := writePair(dir, ClientCertFile, ClientKeyFile, clientKP)
+	if err != nil {
+		return out, err
+	}
+	report(ClientCertFile, issued, reason)
 	return out, nil
+}
+
+// readOptional reads path; a missing file reads as nil. Other errors name the file.
+func readOptional(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	return b, nil
 }
 
 // hostsOf lists a serving certificate's names for IssueServing: the subject CN first when it
@@ -186,11 +243,24 @@ func loadCAFiles(dir, certFile, keyFile string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
-	ca, err := LoadCA(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%w (%s)", err, filepath.Join(dir, certFile))
+	certPath, keyPath := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
+	if _, err := ParseCertificates(certPEM); err != nil {
+		return nil, fmt.Errorf("certs: load CA: %w (%s)", err, certPath)
 	}
-	return ca, nil
+	if !hasPrivateKeyBlock(keyPEM) {
+		return nil, fmt.Errorf("certs: load CA: no PEM PRIVATE KEY block (%s)", keyPath)
+	}
+	ca, err := LoadCA(certPEM, keyPEM)
+	switch {
+	case err == nil:
+		return ca, nil
+	case strings.Contains(err.Error(), "does not match"):
+		return nil, fmt.Errorf("%w (%s does not belong to %s)", err, keyPath, certPath)
+	case strings.Contains(err.Error(), "private key"):
+		return nil, fmt.Errorf("%w (%s)", err, keyPath)
+	default:
+		return nil, fmt.Errorf("%w (%s)", err, certPath)
+	}
 }
 
 // writePair writes the key, then the certificate (a watcher that sees the new certificate then
@@ -204,18 +274,6 @@ func writePair(dir, certFile, keyFile string, kp KeyPair) (*x509.Certificate, er
 		return nil, err
 	}
 	return c[0], writeFileAtomic(filepath.Join(dir, certFile), kp.CertPEM, 0o644)
-}
-
-func readCert(path string) (*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("certs: %w", err)
-	}
-	certs, err := ParseCertificates(b)
-	if err != nil {
-		return nil, fmt.Errorf("certs: %s: %w", path, err)
-	}
-	return certs[0], nil
 }
 
 // ParseCertificates parses every PEM CERTIFICATE block of b, in order, ignoring other blocks

@@ -3,9 +3,11 @@ package certs
 import (
 	"bytes"
 	"crypto/x509"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -192,5 +194,152 @@ func TestRenewDirErrorsNameTheFile(t *testing.T) {
 	_, err = RenewDir(t.TempDir(), RenewOptions{})
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("ca.crt")) {
 		t.Errorf("empty dir: err = %v, want it to name ca.crt", err)
+	}
+}
+
+// A key the server cannot load with its certificate (missing, garbage, another certificate's)
+// gets the pair renewed, with the reason, though the certificate is not due.
+func TestRenewDirChecksTheKeys(t *testing.T) {
+	other, err := Generate([]string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		key        []byte // nil removes the file
+		wantReason string
+	}{
+		{"missing", nil, "no key"},
+		{"garbage", []byte("not a key\n"), "key does not parse"},
+		{"a broken PEM key", []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "key does not parse"},
+		{"another certificate's", other.Serving.KeyPEM, "key does not match"},
+	} {
+		for _, pair := range [][2]string{{ServingCertFile, ServingKeyFile}, {ClientCertFile, ClientKeyFile}} {
+			t.Run(tc.name+" "+pair[1], func(t *testing.T) {
+				dir := initDir(t)
+				keyPath := filepath.Join(dir, pair[1])
+				if tc.key == nil {
+					if err := os.Remove(keyPath); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.WriteFile(keyPath, tc.key, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				before := readAll(t, dir)
+				report, err := RenewDir(dir, RenewOptions{Client: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range report {
+					want := r.File == pair[0]
+					if r.Renewed != want || want && !strings.HasPrefix(r.Reason, tc.wantReason) {
+						t.Errorf("%s: renewed %v (%q), want %v (%q)", r.File, r.Renewed, r.Reason, want, tc.wantReason)
+					}
+				}
+				after := readAll(t, dir)
+				if got := changed(before, after); !slices.Equal(got, []string{pair[0], pair[1]}) {
+					t.Errorf("changed %q", got)
+				}
+				if _, err := (KeyPair{CertPEM: after[pair[0]], KeyPEM: after[pair[1]]}).TLSCertificate(); err != nil {
+					t.Errorf("%s/%s after renewal: %v", pair[0], pair[1], err)
+				}
+				// A second run finds nothing due.
+				report, err = RenewDir(dir, RenewOptions{Client: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range report {
+					if r.Renewed {
+						t.Errorf("second run renewed %s (%s)", r.File, r.Reason)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A tls.crt that is missing or does not parse needs Hosts; with them it is issued anew.
+func TestRenewDirHostsReplaceAnUnreadableCertificate(t *testing.T) {
+	for _, corrupt := range []bool{true, false} {
+		dir := initDir(t)
+		crt := filepath.Join(dir, ServingCertFile)
+		var err error
+		if corrupt {
+			err = os.WriteFile(crt, []byte("not pem"), 0o644)
+		} else {
+			err = os.Remove(crt)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, force := range []bool{false, true} {
+			if _, err := RenewDir(dir, RenewOptions{Force: force}); !errors.Is(err, ErrNoHosts) || !strings.Contains(err.Error(), crt) {
+				t.Errorf("corrupt %v, force %v: err = %v, want ErrNoHosts naming %s", corrupt, force, err, crt)
+			}
+		}
+		report, err := RenewDir(dir, RenewOptions{Hosts: []string{"octogate.example", "127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(report) != 1 || !report[0].Renewed || !strings.HasPrefix(report[0].Reason, "no certificate") {
+			t.Errorf("report %+v", report)
+		}
+		after := readAll(t, dir)
+		if err := verifies(t, after["tls.crt"], after["ca.crt"], x509.ExtKeyUsageServerAuth, "octogate.example"); err != nil {
+			t.Error(err)
+		}
+		if got := parseCert(t, after["tls.crt"]).Subject.CommonName; got != "octogate.example" {
+			t.Errorf("CN %q", got)
+		}
+	}
+}
+
+func TestRenewDirCAErrorsNameTheFile(t *testing.T) {
+	other, err := Generate([]string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, file string
+		data       []byte
+		want       string
+	}{
+		{"corrupt ca.key", "ca.key", []byte("garbage"), "ca.key)"},
+		{"corrupt ca.crt", "ca.crt", []byte("garbage"), "ca.crt)"},
+		{"another CA's key", "ca.key", other.CA.KeyPEM, "ca.key does not belong to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := initDir(t)
+			if err := os.WriteFile(filepath.Join(dir, tc.file), tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := RenewDir(dir, RenewOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Every renewed certificate says why, the same way.
+func TestRenewDirReasons(t *testing.T) {
+	dir := initDir(t)
+	report, err := RenewDir(dir, RenewOptions{Client: true, CA: true, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range report {
+		if !r.Renewed || r.Reason != "forced" {
+			t.Errorf("%s: renewed %v reason %q, want forced", r.File, r.Renewed, r.Reason)
+		}
+	}
+	report, err = RenewDir(dir, RenewOptions{Client: true, Now: time.Now().Add(ClientValidity)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range report {
+		if !r.Renewed || !strings.HasPrefix(r.Reason, "expired ") {
+			t.Errorf("%s: renewed %v reason %q, want expired", r.File, r.Renewed, r.Reason)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package certs
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -23,23 +22,30 @@ type ServingOptions struct {
 	Validity time.Duration
 	// Force renews even when nothing is due.
 	Force bool
+	// CheckKey also renews when KeyPEM, the private key served with the certificate, is
+	// empty, does not parse or does not belong to the certificate: the server could not load
+	// that pair (tls.X509KeyPair).
+	CheckKey bool
+	KeyPEM   []byte
 	// Now is the time expiry and the chain are checked at; zero means time.Now().
 	Now time.Time
 }
 
-// RenewServing checks the serving certificate currentPEM (its first CERTIFICATE block; the
-// key is not needed) against ca and o, and issues a new key and certificate from ca when the
-// current one
+// RenewServing checks the serving certificate currentPEM (its first CERTIFICATE block) and,
+// with o.CheckKey, its key o.KeyPEM against ca and o, and issues a new key and certificate from
+// ca when the current one
 //   - is missing or does not parse (only with o.Hosts: without them there are no names to keep),
 //   - does not verify against ca as a server certificate at o.Now (another CA, expired),
+//   - with o.CheckKey: has no key, or one that does not parse or does not match it,
 //   - lacks one of o.Hosts among its subject alternative names,
 //   - expires within o.Before (with o.Before zero: has reached DueAt), or o.Force is set.
 //
 // The new certificate is for o.Hosts, else for the current certificate's names (subject CN
 // first when it is one of them, then DNS names, then IP addresses). RenewServing returns the
 // new pair, or nil when nothing is due, and a Renewal for the certificate in place afterwards
-// whose Reason says why it was renewed. Errors: bad options, no names, a certificate that
-// does not parse without o.Hosts, or a failure to issue.
+// whose Reason says why it was renewed. Errors: bad options, no names (ErrNoHosts: a
+// certificate that is missing, does not parse or has no names, without o.Hosts), or a failure
+// to issue.
 func (ca *CA) RenewServing(currentPEM []byte, o ServingOptions) (*KeyPair, Renewal, error) {
 	now := o.Now
 	if now.IsZero() {
@@ -74,7 +80,7 @@ func (ca *CA) RenewServing(currentPEM []byte, o ServingOptions) (*KeyPair, Renew
 	reason := ""
 	if certs, err := ParseCertificates(currentPEM); err != nil {
 		if len(o.Hosts) == 0 {
-			return nil, Renewal{}, fmt.Errorf("certs: serving certificate: %w (pass the hosts to issue a new one)", err)
+			return nil, Renewal{}, fmt.Errorf("certs: serving certificate: %w: %w", err, ErrNoHosts)
 		}
 		reason = "no certificate: " + err.Error()
 	} else {
@@ -83,11 +89,17 @@ func (ca *CA) RenewServing(currentPEM []byte, o ServingOptions) (*KeyPair, Renew
 	if current != nil {
 		_, verr := current.Verify(x509.VerifyOptions{Roots: ca.Pool(), CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 		missing := missingNames(current, wantIPs, wantNames)
+		keyReason := ""
+		if o.CheckKey {
+			keyReason = keyProblem(currentPEM, o.KeyPEM)
+		}
 		switch {
 		case verr != nil && !now.Before(current.NotAfter):
 			reason = "expired " + current.NotAfter.UTC().Format(time.RFC3339)
 		case verr != nil:
 			reason = "does not verify against the CA: " + verr.Error()
+		case keyReason != "":
+			reason = keyReason
 		case len(missing) > 0:
 			reason = "lacks " + strings.Join(missing, ", ")
 		case !now.Before(dueAt(current)):
@@ -103,7 +115,7 @@ func (ca *CA) RenewServing(currentPEM []byte, o ServingOptions) (*KeyPair, Renew
 	if len(hosts) == 0 {
 		hosts = hostsOf(current)
 		if len(hosts) == 0 {
-			return nil, Renewal{}, errors.New("certs: the serving certificate has no names to keep (pass the hosts)")
+			return nil, Renewal{}, fmt.Errorf("certs: the serving certificate has no names to keep: %w", ErrNoHosts)
 		}
 	}
 	kp, err := ca.IssueServingFor(hosts, validity)

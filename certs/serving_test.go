@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto/x509"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -127,7 +128,7 @@ func TestRenewServingRefuses(t *testing.T) {
 		current    []byte
 		opts       ServingOptions
 	}{
-		{"no certificate and no hosts", "pass the hosts", nil, ServingOptions{}},
+		{"no certificate and no hosts", ErrNoHosts.Error(), nil, ServingOptions{}},
 		{"a certificate without names and no hosts", "no names", noNames.CertPEM, ServingOptions{Force: true}},
 		{"a window as long as the lifetime", "every run would renew", fresh.CertPEM, ServingOptions{Before: ServingValidity}},
 		{"a window longer than a given lifetime", "every run would renew", fresh.CertPEM, ServingOptions{Before: 48 * time.Hour, Validity: 24 * time.Hour}},
@@ -137,6 +138,9 @@ func TestRenewServingRefuses(t *testing.T) {
 			_, _, err := ca.RenewServing(tc.current, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(tc.want, "names") && !errors.Is(err, ErrNoHosts) {
+				t.Errorf("err = %v, not ErrNoHosts", err)
 			}
 		})
 	}

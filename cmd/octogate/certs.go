@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,15 +85,18 @@ func newCertsRenewCmd() *cobra.Command {
 	var sr secretRenewal
 	var kubeconfig, kubeContext string
 	cmd := &cobra.Command{
-		Use:   "renew (--dir DIR [--client] [--ca] | --secret NAME --ca-secret NAME [--namespace NS]) [--force]",
+		Use:   "renew (--dir DIR [--client] [--ca] | --secret NAME --ca-secret NAME [--namespace NS]) [--hosts HOST[,HOST...]] [--force]",
 		Short: "renew the certificates in DIR, or the serving certificate in a Kubernetes Secret, that are due",
 		Long: `renew replaces, in a directory written by "octogate certs init", the certificates that
 are due: those with less than a third of their lifetime left (as cert-manager renews).
 
-  (always)   tls.crt/tls.key: a new key and a certificate for the same names, from ca.key
-             (also when tls.crt does not verify against ca.crt). A running server picks it up
-             within seconds; nothing on the control plane changes.
-  --client   client.crt/client.key: a new key and certificate from client-ca.key, same subject.
+  (always)   tls.crt/tls.key: a new key and a certificate for the same names (or --hosts),
+             from ca.key; also when tls.crt does not verify against ca.crt or lacks one of
+             --hosts, and when tls.key is missing, does not parse or does not match tls.crt.
+             A tls.crt that is missing or does not parse needs --hosts. A running server picks
+             it up within seconds; nothing on the control plane changes.
+  --client   client.crt/client.key: a new key and certificate from client-ca.key, same subject;
+             also when client.key is missing, does not parse or does not match client.crt.
              Copy both to every control-plane host (the webhook kubeconfigs embed them). A
              directory without client-ca.crt (written by an older octogate) gets a client CA;
              point OCTOGATE_CLIENT_CA_FILE at it.
@@ -100,7 +104,8 @@ are due: those with less than a third of their lifetime left (as cert-manager re
              everything they issued stays valid. Copy ca.crt where the kubeconfigs embed it.
 
 --force renews what is selected even when it is not due. Run it daily, e.g. from a systemd
-timer or cron; it prints one line per certificate and writes nothing that is not due.
+timer or cron; it prints one line per certificate, with why it was renewed, and writes
+nothing that is not due.
 
 With --secret, renew works on Kubernetes Secrets instead, as the Helm chart's CronJob runs it:
 it reads the serving CA from --ca-secret (tls.crt, tls.key) and, when the certificate in
@@ -126,13 +131,19 @@ is written. It needs get on both Secrets and update on --secret. The kubeconfig 
 					return errors.New("--ca-secret: required with --secret")
 				}
 				sr.Options.Force = o.Force
-				return renewSecretCmd(cmd, sr, kubeconfig, kubeContext)
+				return withHostsHint(renewSecretCmd(cmd, sr, kubeconfig, kubeContext))
 			}
-			for _, name := range []string{"ca-secret", "namespace", "hosts", "before", "validity", "kubeconfig", "context"} {
+			for _, name := range []string{"ca-secret", "namespace", "before", "validity", "kubeconfig", "context"} {
 				if f.Changed(name) {
 					return fmt.Errorf("--%s: only with --secret", name)
 				}
 			}
+			if f.Changed("hosts") {
+				if _, _, err := certs.SplitHosts(sr.Options.Hosts); err != nil {
+					return fmt.Errorf("--hosts: %w", err)
+				}
+			}
+			o.Hosts = sr.Options.Hosts
 			report, err := certs.RenewDir(dir, o)
 			for _, r := range report {
 				if _, werr := fmt.Fprintln(cmd.OutOrStdout(), renewalLine(r.File, r)); werr != nil {
@@ -140,7 +151,7 @@ is written. It needs get on both Secrets and update on --secret. The kubeconfig 
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("--dir %s: %w", dir, err)
+				return withHostsHint(fmt.Errorf("--dir %s: %w", dir, err))
 			}
 			return nil
 		},
@@ -153,7 +164,7 @@ is written. It needs get on both Secrets and update on --secret. The kubeconfig 
 	f.StringVar(&sr.Secret, "secret", "", "kubernetes.io/tls Secret holding the serving certificate (tls.crt, tls.key, ca.crt)")
 	f.StringVar(&sr.CASecret, "ca-secret", "", "Secret holding the serving CA (tls.crt, tls.key); required with --secret")
 	f.StringVarP(&sr.Namespace, "namespace", "n", "", "namespace of the Secrets (default: the kubeconfig context's, or the pod's)")
-	f.StringSliceVar(&sr.Options.Hosts, "hosts", nil, "comma list of names the certificate must have, the first its CN (default: the current certificate's names)")
+	f.StringSliceVar(&sr.Options.Hosts, "hosts", nil, "comma list of names the serving certificate must have, the first its CN; needed when it is missing or does not parse (default: the current certificate's names)")
 	f.DurationVar(&sr.Options.Before, "before", 0, "renew when the certificate expires within this duration, e.g. 720h (default: when a third of its lifetime is left)")
 	f.DurationVar(&sr.Options.Validity, "validity", certs.ServingValidity, "lifetime of a new certificate")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -161,6 +172,15 @@ is written. It needs get on both Secrets and update on --secret. The kubeconfig 
 	cmd.MarkFlagsOneRequired("dir", "secret")
 	cmd.MarkFlagsMutuallyExclusive("dir", "secret")
 	return cmd
+}
+
+// withHostsHint tells, on an error for want of names for a new serving certificate, which flag
+// gives them.
+func withHostsHint(err error) error {
+	if errors.Is(err, certs.ErrNoHosts) {
+		return fmt.Errorf("%w; pass --hosts HOST[,HOST...] with its names, the first its CN, e.g. --hosts octogate.octogate-system.svc,octogate.octogate-system.svc.cluster.local", err)
+	}
+	return err
 }
 
 // renewalLine is the line `certs renew` prints for one certificate.
@@ -181,16 +201,21 @@ func renewSecretCmd(cmd *cobra.Command, sr secretRenewal, kubeconfig, kubeContex
 		rules.ExplicitPath = kubeconfig
 	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	// The client config first: a missing or broken kubeconfig is reported as such, not as a
+	// namespace that could not be found in it.
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return fmt.Errorf("kubeconfig: none found (looked in %s, and not running in a pod); pass --kubeconfig", strings.Join(rules.GetLoadingPrecedence(), ", "))
+		}
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
 	if sr.Namespace == "" {
 		ns, _, err := loader.Namespace()
 		if err != nil {
-			return fmt.Errorf("--namespace: %w", err)
+			return fmt.Errorf("kubeconfig: namespace: %w", err)
 		}
 		sr.Namespace = ns
-	}
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.Timeout = 30 * time.Second
 	cfg.UserAgent = "octogate-certs-renew"

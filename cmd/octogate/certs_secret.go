@@ -22,7 +22,7 @@ type secretRenewal struct {
 }
 
 // renewSecret renews the serving certificate in the Secret r.Secret from the CA in
-// r.CASecret when certs.CA.RenewServing says it is due: it updates tls.crt and tls.key and
+// r.CASecret when certs.CA.RenewServing says it is due (its tls.key checked too): it updates tls.crt and tls.key and
 // keeps every other key (ca.crt among them) and the metadata. When nothing is due it writes
 // nothing. An update refused for a conflict (someone else changed the Secret, e.g. a
 // `helm upgrade`) is retried from a fresh read. It needs get on both Secrets and update on
@@ -43,7 +43,9 @@ func renewSecret(ctx context.Context, secrets corev1client.SecretsGetter, r secr
 		if err != nil {
 			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err)
 		}
-		kp, rep, err := ca.RenewServing(secret.Data[corev1.TLSCertKey], r.Options)
+		o := r.Options
+		o.CheckKey, o.KeyPEM = true, secret.Data[corev1.TLSPrivateKeyKey]
+		kp, rep, err := ca.RenewServing(secret.Data[corev1.TLSCertKey], o)
 		if err != nil {
 			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err)
 		}

@@ -213,7 +213,8 @@ func TestCertsRenewFlags(t *testing.T) {
 		{"both --dir and --secret", []string{"--dir", "d", "--secret", "s", "--ca-secret", "c"}, "dir"},
 		{"--secret without --ca-secret", []string{"--secret", "s"}, "--ca-secret: required with --secret"},
 		{"--client with --secret", []string{"--secret", "s", "--ca-secret", "c", "--client"}, "--client: only with --dir"},
-		{"--hosts with --dir", []string{"--dir", t.TempDir(), "--hosts", "a"}, "--hosts: only with --secret"},
+		{"--before with --dir", []string{"--dir", t.TempDir(), "--before", "1h"}, "--before: only with --secret"},
+		{"a bad --hosts with --dir", []string{"--dir", t.TempDir(), "--hosts", "not a name"}, "--hosts: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runCertsCmd(append([]string{"certs", "renew"}, tc.args...)...)
@@ -221,5 +222,43 @@ func TestCertsRenewFlags(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A missing or broken kubeconfig is reported as the kubeconfig's problem, not --namespace's.
+func TestCertsRenewSecretWithoutKubeconfig(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/nonexistent")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	for _, args := range [][]string{nil, {"--kubeconfig", "/nonexistent"}} {
+		_, _, err := runCertsCmd(append([]string{"certs", "renew", "--secret", "x", "--ca-secret", "y"}, args...)...)
+		if err == nil || !strings.HasPrefix(err.Error(), "kubeconfig: ") || !strings.Contains(err.Error(), "/nonexistent") || strings.Contains(err.Error(), "--namespace") {
+			t.Errorf("%q: err = %v, want one about the kubeconfig /nonexistent", args, err)
+		}
+	}
+}
+
+// The Secret's tls.key is checked too: one that does not match tls.crt gets the pair renewed.
+func TestRenewSecretChecksTheKey(t *testing.T) {
+	cs, ca := secretsFixture(t, nil)
+	s := servingSecret(t, cs)
+	other, err := ca.IssueServingFor(servingHosts, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["tls.key"] = other.KeyPEM
+	if _, err := cs.CoreV1().Secrets(renewNS).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := renewSecret(context.Background(), cs.CoreV1(), secretRenewal{Namespace: renewNS, Secret: servingName, CASecret: caName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Renewed || r.Reason != "key does not match" {
+		t.Errorf("renewal %+v, want renewed because the key does not match", r)
+	}
+	s = servingSecret(t, cs)
+	if _, err := (certs.KeyPair{CertPEM: s.Data["tls.crt"], KeyPEM: s.Data["tls.key"]}).TLSCertificate(); err != nil {
+		t.Errorf("the renewed pair: %v", err)
 	}
 }

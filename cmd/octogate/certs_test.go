@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,7 +129,7 @@ func TestCertsRenew(t *testing.T) {
 		{"nothing is due after init", nil, []string{"tls.crt: not due until "}, nil},
 		{"--force renews the serving certificate", []string{"--force"}, []string{"tls.crt: renewed (forced), valid until "}, []string{"tls.crt", "tls.key"}},
 		{"--client --ca --force renews everything", []string{"--client", "--ca", "--force"},
-			[]string{"ca.crt: renewed", "tls.crt: renewed", "client-ca.crt: renewed", "client.crt: renewed"},
+			[]string{"ca.crt: renewed (forced)", "tls.crt: renewed (forced)", "client-ca.crt: renewed (forced)", "client.crt: renewed (forced)"},
 			[]string{"ca.crt", "tls.crt", "tls.key", "client-ca.crt", "client.crt", "client.key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,6 +154,53 @@ func TestCertsRenew(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a key that does not match is renewed with its certificate", func(t *testing.T) {
+		for _, pair := range [][2]string{{"tls.crt", "tls.key"}, {"client.crt", "client.key"}} {
+			if err := os.WriteFile(filepath.Join(dir, pair[1]), []byte(read("ca.key")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := runCertsCmd("certs", "renew", "--dir", dir, "--client")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := pair[0] + ": renewed (key does not match), valid until "; !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if _, err := tls.X509KeyPair([]byte(read(pair[0])), []byte(read(pair[1]))); err != nil {
+				t.Errorf("%s/%s: %v", pair[0], pair[1], err)
+			}
+		}
+	})
+	t.Run("a corrupt tls.crt says to pass --hosts, and --hosts replaces it", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{nil, {"--force"}} {
+			_, _, err := runCertsCmd(append([]string{"certs", "renew", "--dir", dir}, args...)...)
+			if err == nil || !strings.Contains(err.Error(), "pass --hosts ") {
+				t.Errorf("%q: err = %v, want it to say to pass --hosts", args, err)
+			}
+		}
+		out, _, err := runCertsCmd("certs", "renew", "--dir", dir, "--hosts", "localhost,127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "tls.crt: renewed (no certificate: "; !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+		if _, err := tls.X509KeyPair([]byte(read("tls.crt")), []byte(read("tls.key"))); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("a corrupt ca.key is named", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(dir, "ca.key"), []byte("garbage"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := runCertsCmd("certs", "renew", "--dir", dir)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "ca.key")) || strings.Contains(err.Error(), "ca.crt") {
+			t.Errorf("err = %v, want it to name ca.key", err)
+		}
+	})
 	t.Run("a directory without certificates is named", func(t *testing.T) {
 		empty := t.TempDir()
 		_, _, err := runCertsCmd("certs", "renew", "--dir", empty)

@@ -46,7 +46,7 @@ app.kubernetes.io/component: webhook
 {{/* github.orgs is the one value without a default: stop rendering with a message naming it. */}}
 {{- define "octogate.orgs" -}}
 {{- if not .Values.github.orgs }}
-{{- fail "github.orgs is required: list the GitHub organizations whose members may log in, e.g. --set 'github.orgs={acme}' (or --set 'github.orgs={*}' to admit any GitHub user)" }}
+{{- fail "github.orgs is required: list the GitHub organizations whose members may log in, e.g. --set 'github.orgs={acme=2001}', each org pinned to its id (gh api orgs/acme --jq .id) (or --set 'github.orgs={*}' to admit any GitHub user)" }}
 {{- end }}
 {{- join "," .Values.github.orgs }}
 {{- end }}
