@@ -286,7 +286,7 @@ What octogate refuses (docs/configuration.md):
       --verb get --resource namespaces --name kube-system   # Deny, the same rule kube-apiserver applied
   kubectl --context carol --token "ghp_$(head -c 100000 /dev/zero | tr '\0' A)" get namespaces
                                                   # Unauthorized; octogate.log: /authenticate 413, no GitHub call
-  OCTOGATE_GITHUB_ORGS=acme OCTOGATE_USERNAME_PREFIX=system: %[1]s serve
+  OCTOGATE_GITHUB_ORGS=acme=2001 OCTOGATE_USERNAME_PREFIX=system: %[1]s serve
                                                   # refused at start: system: is reserved by Kubernetes
 `, octogate, work)
 }
