@@ -130,7 +130,9 @@ func (s *selfService) reserve(ctx context.Context, name string, t *namespacetemp
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range deleting {
+		// The cache has seen these: their reservations are done, so a namespace deleted soon
+		// after it was created stops counting as soon as the cache loses it.
+		for _, n := range slices.Concat(names, deleting) {
 			delete(r.pending, n)
 		}
 		for n, p := range r.pending {

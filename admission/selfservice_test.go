@@ -267,3 +267,27 @@ func TestCreateTakesOnlyOctogateLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedNamespaceFreesItsSlot: once the cache has shown a reserved namespace, the
+// reservation is done; when the namespace is then deleted and gone, its slot is free at once,
+// not when the reservation would have expired.
+func TestDeletedNamespaceFreesItsSlot(t *testing.T) {
+	lister := &fakeLister{nss: [][3]string{{"bob-a", "members", "1002"}, {"bob-b", "members", "1002"}}}
+	v := selfServiceValidator(t, lister)
+	members := map[string]string{namespacetemplate.AnnotationTemplate: "members"}
+	if resp := v.Handle(context.Background(), createRequest(t, "bob-c", members, bob)); !resp.Allowed {
+		t.Fatalf("bob-c denied: %s", resp.Result.Message)
+	}
+	lister.mu.Lock()
+	lister.nss = append(lister.nss, [3]string{"bob-c", "members", "1002"})
+	lister.mu.Unlock()
+	if resp := v.Handle(context.Background(), createRequest(t, "bob-d", members, bob)); resp.Allowed {
+		t.Fatal("bob-d admitted with bob-a, bob-b and bob-c in the cache")
+	}
+	lister.mu.Lock()
+	lister.nss = lister.nss[:2] // bob-c deleted and gone
+	lister.mu.Unlock()
+	if resp := v.Handle(context.Background(), createRequest(t, "bob-d", members, bob)); !resp.Allowed {
+		t.Fatalf("bob-d denied after bob-c was deleted: %s", resp.Result.Message)
+	}
+}
