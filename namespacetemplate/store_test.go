@@ -61,3 +61,31 @@ func TestStoreReloadsAndKeepsTheLastGoodTemplates(t *testing.T) {
 		t.Errorf("metric count = %d, %v", n, err)
 	}
 }
+
+func TestMayCreateNamespace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "templates.yaml")
+	doc := header + "templates:\n- name: members\n  match: {groups: [\"github:acme\"]}\n  names: [\"{{login}}-*\", \"{{team}}-*\"]\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStore(StoreConfig{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := Creator{Username: "github:bob:1002", UID: "1002", Login: "Bob", Groups: []string{"github:acme", "github:acme/web"}}
+	for _, tc := range []struct {
+		name string
+		c    Creator
+		want bool
+	}{
+		{"bob-dev", bob, true},
+		{"web-tools", bob, true},
+		{"alice-dev", bob, false},
+		{"kube-tools", Creator{UID: "1", Login: "x", Groups: []string{"github:acme", "github:acme/kube"}}, false}, // {{team}}-* fits, kube-* is reserved
+		{"bob-dev", Creator{Login: "bob"}, false}, // no template fits
+	} {
+		if got := s.MayCreateNamespace(tc.name, tc.c); got != tc.want {
+			t.Errorf("MayCreateNamespace(%q, %+v) = %v, want %v", tc.name, tc.c, got, tc.want)
+		}
+	}
+}

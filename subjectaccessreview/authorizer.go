@@ -28,6 +28,10 @@ type Config struct {
 	// Owners, when set, lets namespace owners get and delete their namespaces; list and
 	// watch with an owner label selector are allowed whenever OwnerRules is true.
 	Owners NamespaceOwners
+	// Creators, when set, lets a creator get a namespace that does not exist yet when its
+	// name is one the namespace templates let them create (kubectl apply reads before it
+	// creates).
+	Creators NamespaceCreators
 	// OwnerRules turns on the owner decisions (ownerDecision) for requests the policy has no
 	// opinion on.
 	OwnerRules bool
@@ -52,6 +56,7 @@ type Authorizer struct {
 	file         *filewatch.File // nil without a PolicyFile
 	record       func(context.Context, webhooks.Outcome)
 	owners       NamespaceOwners
+	creators     NamespaceCreators
 	ownerRules   bool
 	prefix       string
 }
@@ -69,6 +74,7 @@ func New(cfg Config) (*Authorizer, error) {
 		log:        log.With("component", "subjectaccessreview"),
 		record:     webhooks.Record,
 		owners:     cfg.Owners,
+		creators:   cfg.Creators,
 		ownerRules: cfg.OwnerRules,
 		prefix:     cfg.UsernamePrefix,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
@@ -139,7 +145,7 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := a.policy.Load().Authorize(&attrs)
 	if d.Verdict == NoOpinion && a.ownerRules && !exempt(&attrs) {
-		if od, ok := ownerDecision(&attrs, a.owners, a.prefix); ok {
+		if od, ok := ownerDecision(&attrs, a.owners, a.creators, a.prefix); ok {
 			d = od
 		}
 	}

@@ -75,6 +75,8 @@ type Attributes struct {
 	User   string
 	UID    string
 	Groups []string
+	// Login is the GitHub login octogate's authenticator put in userInfo.extra, if any.
+	Login string
 
 	ResourceRequest bool
 	Verb            string

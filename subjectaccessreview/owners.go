@@ -3,6 +3,8 @@ package subjectaccessreview
 import (
 	"slices"
 	"strings"
+
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 // NamespaceOwners tells who owns a namespace, from a cache of Namespaces (an
@@ -10,6 +12,12 @@ import (
 // ok is false when the namespace is not known.
 type NamespaceOwners interface {
 	NamespaceOwners(name string) (creatorUID string, teams []string, ok bool)
+}
+
+// NamespaceCreators tells whether a user may create a namespace of a name under the namespace
+// templates (a *namespacetemplate.Store).
+type NamespaceCreators interface {
+	MayCreateNamespace(name string, c namespacetemplate.Creator) bool
 }
 
 // Label keys the owner rules read; they are set by the admission webhooks
@@ -38,7 +46,7 @@ const (
 //     change nothing else there).
 //
 // Anything else, or a caller without uid: NoOpinion (ok false).
-func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decision, bool) {
+func ownerDecision(a *Attributes, owners NamespaceOwners, creators NamespaceCreators, prefix string) (Decision, bool) {
 	if !a.ResourceRequest || a.APIGroup != "" || a.Resource != "namespaces" || a.Subresource != "" || a.UID == "" {
 		return Decision{}, false
 	}
@@ -47,7 +55,7 @@ func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decisi
 		if a.Name != "" {
 			// kube-apiserver names the object of a list or watch whose field selector is
 			// metadata.name=NAME, as kubectl's wait for a deletion sends.
-			return ownedByCaller(a, owners, prefix)
+			return ownedByCaller(a, owners, nil, prefix)
 		}
 		for _, r := range a.LabelRequirements {
 			if r.Key == labelCreatorUID && (r.Operator == "In" || r.Operator == "=" || r.Operator == "==" || r.Operator == "Equals") &&
@@ -59,20 +67,27 @@ func ownerDecision(a *Attributes, owners NamespaceOwners, prefix string) (Decisi
 				return ownerAllow("namespaces co-owned by team " + team), true
 			}
 		}
-	case "get", "delete", "update", "patch":
-		return ownedByCaller(a, owners, prefix)
+	case "get":
+		return ownedByCaller(a, owners, creators, prefix)
+	case "delete", "update", "patch":
+		return ownedByCaller(a, owners, nil, prefix)
 	}
 	return Decision{}, false
 }
 
 // ownedByCaller allows a request on the namespace a.Name when the caller created it or is in
-// one of its co-owner teams; anything else: NoOpinion (ok false).
-func ownedByCaller(a *Attributes, owners NamespaceOwners, prefix string) (Decision, bool) {
+// one of its co-owner teams, or, with creators, when no such namespace exists and the
+// templates let the caller create one of that name (kube-apiserver then answers 404, which
+// tells nothing a server-side dry-run create would not); anything else: NoOpinion (ok false).
+func ownedByCaller(a *Attributes, owners NamespaceOwners, creators NamespaceCreators, prefix string) (Decision, bool) {
 	if owners == nil || a.Name == "" {
 		return Decision{}, false
 	}
 	uid, teams, ok := owners.NamespaceOwners(a.Name)
 	if !ok {
+		if creators != nil && a.UID != "" && creators.MayCreateNamespace(a.Name, namespacetemplate.Creator{Username: a.User, UID: a.UID, Login: a.Login, Groups: a.Groups}) {
+			return ownerAllow("namespace " + a.Name + " does not exist and its name is one you may create"), true
+		}
 		return Decision{}, false
 	}
 	if uid != "" && uid == a.UID {

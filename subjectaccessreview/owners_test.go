@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 type fakeOwners map[string][2]string // name -> creator uid, team
@@ -22,9 +25,16 @@ func (f fakeOwners) NamespaceOwners(name string) (string, []string, bool) {
 	return o[0], teams, true
 }
 
+// fakeCreators lets a creator create namespaces named <login>-*.
+type fakeCreators struct{}
+
+func (fakeCreators) MayCreateNamespace(name string, c namespacetemplate.Creator) bool {
+	return c.Login != "" && strings.HasPrefix(name, c.Login+"-")
+}
+
 func TestOwnersListGetAndDeleteTheirNamespaces(t *testing.T) {
-	owners := fakeOwners{"bob-a": {"1002", ""}, "alice-a": {"1001", "acme/sre"}}
-	bob := Attributes{User: "github:bob:1002", UID: "1002", Groups: []string{"github:acme"}, ResourceRequest: true, Resource: "namespaces"}
+	owners := fakeOwners{"bob-a": {"1002", ""}, "alice-a": {"1001", "acme/sre"}, "bob-taken": {"1001", ""}}
+	bob := Attributes{User: "github:bob:1002", UID: "1002", Login: "bob", Groups: []string{"github:acme"}, ResourceRequest: true, Resource: "namespaces"}
 	sre := Attributes{User: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}, ResourceRequest: true, Resource: "namespaces"}
 	pin := func(key, op string, values ...string) []LabelRequirement {
 		return []LabelRequirement{{Key: "env", Operator: "Exists"}, {Key: key, Operator: op, Values: values}}
@@ -58,10 +68,15 @@ func TestOwnersListGetAndDeleteTheirNamespaces(t *testing.T) {
 		{"list someone else's namespace by name", with(bob, "list", "alice-a", nil), false},
 		{"deletecollection is not granted", with(bob, "deletecollection", "", nil), false},
 		{"unknown namespace", with(bob, "get", "nope", nil), false},
+		{"get of a missing namespace bob may create (kubectl apply reads first)", with(bob, "get", "bob-new", nil), true},
+		{"get of an existing namespace named like bob's, owned by another", with(bob, "get", "bob-taken", nil), false},
+		{"delete of a missing namespace bob may create", with(bob, "delete", "bob-new", nil), false},
+		{"patch of a missing namespace bob may create", with(bob, "patch", "bob-new", nil), false},
+		{"watch of a missing namespace bob may create", with(bob, "watch", "bob-new", nil), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d, ok := ownerDecision(&tc.attrs, owners, "github:")
+			d, ok := ownerDecision(&tc.attrs, owners, fakeCreators{}, "github:")
 			if ok != tc.allow || (ok && d.Verdict != Allow) {
 				t.Errorf("decision %+v ok=%v, want allow=%v", d, ok, tc.allow)
 			}
@@ -95,5 +110,38 @@ func TestAuthorizerReadsTheLabelSelectorNotTheRawSelector(t *testing.T) {
 	}
 	if review(`"labelSelector":{"requirements":[{"key":"octogate.dev/creator-uid","operator":"In","values":["1001"]}]}`) {
 		t.Error("another uid: allowed")
+	}
+}
+
+// TestCreatorsLoginComesFromExtra: the login the name patterns use is read from
+// userInfo.extra of the review; without it nothing is granted.
+func TestCreatorsLoginComesFromExtra(t *testing.T) {
+	a, err := New(Config{OwnerRules: true, Owners: fakeOwners{}, Creators: fakeCreators{}, UsernamePrefix: "github:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		extra string
+		allow bool
+	}{
+		{`,"extra":{"octogate.dev/github-login":["bob"],"other":["x"]}`, true},
+		{`,"extra":{"other":["bob"]}`, false},
+		{``, false},
+	} {
+		body := `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"github:bob:1002","uid":"1002","groups":["github:acme"]` + tc.extra + `,
+			"resourceAttributes":{"verb":"get","version":"v1","resource":"namespaces","name":"bob-new"}}}`
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/authorize", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		a.ServeHTTP(w, r)
+		var got struct {
+			Status struct{ Allowed bool } `json:"status"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if got.Status.Allowed != tc.allow {
+			t.Errorf("extra %s: allowed %v, want %v (%s)", tc.extra, got.Status.Allowed, tc.allow, w.Body)
+		}
 	}
 }

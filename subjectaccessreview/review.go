@@ -17,8 +17,9 @@ const (
 
 // reviewRequest is the part of a SubjectAccessReview (k8s.io/api/authorization/v1 and v1beta1)
 // that evaluation reads. Both versions share one wire struct so a review is decoded once: they
-// differ only in the groups field, "groups" in v1 and "group" in v1beta1. extra and the field
-// selector are not read, so they are skipped rather than decoded.
+// differ only in the groups field, "groups" in v1 and "group" in v1beta1. Of extra only the
+// GitHub login is read, and the field selector not at all (kube-apiserver names the object
+// of a metadata.name field selector in resourceAttributes.name).
 type reviewRequest struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -29,6 +30,11 @@ type reviewRequest struct {
 		UID                   string                 `json:"uid"`
 		Groups                []string               `json:"groups"`
 		Group                 []string               `json:"group"`
+		// Extra is read for the GitHub login only (tokenreview.ExtraLogin); other keys are
+		// skipped.
+		Extra struct {
+			Login []string `json:"octogate.dev/github-login"`
+		} `json:"extra"`
 	} `json:"spec"`
 }
 
@@ -118,6 +124,9 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 	}
 	attrs.User = req.Spec.User
 	attrs.UID = req.Spec.UID
+	if len(req.Spec.Extra.Login) > 0 {
+		attrs.Login = req.Spec.Extra.Login[0]
+	}
 	ra, nra := req.Spec.ResourceAttributes, req.Spec.NonResourceAttributes
 	switch {
 	case ra != nil && nra != nil:

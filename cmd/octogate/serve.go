@@ -150,6 +150,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log, UsernamePrefix: cfg.UsernamePrefix}
 	if templates != nil {
 		admissionCfg.Templates = templates
+		authzCfg.Creators = templates
 	}
 	if index != nil {
 		authzCfg.Owners = index

@@ -172,4 +172,16 @@ func TestSelfServiceNamespaces(t *testing.T) {
 	t.Run("bob waits for his deletion to finish, as kubectl delete does", func(t *testing.T) {
 		e.mustSucceed(t, "bob", "wait", "--for=delete", "namespace/bob-a", "--timeout=90s")
 	})
+	t.Run("bob creates with kubectl apply, which reads the missing namespace first", func(t *testing.T) {
+		manifest := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-c"}}`)
+		if res := e.kubectlStdin(t, "bob", manifest, "apply", "-f", "-"); res.ExitCode != 0 || !strings.Contains(res.Stdout, "created") {
+			t.Fatalf("kubectl apply of a new namespace: %s", res)
+		}
+		if res := e.kubectlStdin(t, "bob", manifest, "apply", "-f", "-"); res.ExitCode != 0 || !strings.Contains(res.Stdout, "unchanged") {
+			t.Fatalf("kubectl apply again: %s", res)
+		}
+		if res := e.kubectlAs(t, "bob", "get", "namespace", "alice-x"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Fatalf("get of a missing namespace bob may not create: want Forbidden\n%s", res)
+		}
+	})
 }
