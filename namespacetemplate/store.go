@@ -98,7 +98,6 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 // Templates returns the templates in force.
 func (s *Store) Templates() *Templates { return s.current.Load() }
 
-
 // MayCreateNamespace reports whether c may create a namespace called name under the templates
 // in force: the name is not reserved, a template fits c and its name patterns allow name. The
 // authorizer lets such a creator get a namespace of that name that does not exist yet, as
@@ -111,6 +110,7 @@ func (s *Store) MayCreateNamespace(name string, c Creator) bool {
 	tpl := t.Select(c)
 	return tpl != nil && tpl.NameAllowed(name, c)
 }
+
 // OnChange registers f, called (from Run's goroutine) with the new templates after each
 // successful reload. Register before Run.
 func (s *Store) OnChange(f func(*Templates)) {
