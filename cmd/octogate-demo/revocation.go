@@ -27,7 +27,8 @@ func demoRevocationTour(gh *githubapi.Server, octogateURL, octogateCA, githubCA 
 	alice, _ := gh.Account("alice")
 	d := githubapi.Delivery{Event: "organization", Payload: githubapi.OrganizationPayload("member_removed", org, bob, alice)}
 	return fmt.Sprintf(`
-  # Revocation pushed by GitHub (docs/revocation.md): alice removes bob from acme...
+  # Revocation pushed by GitHub (docs/revocation.md), in the first shell (KUBECONFIG of the
+  # tour's first export line, with the bob context): alice removes bob from acme...
   curl -sS --cacert %s -X DELETE -H 'Authorization: Bearer %s' %sorgs/%s/members/bob
   # ...and GitHub's signed organization member_removed webhook reaches octogate:
   %s
