@@ -267,12 +267,13 @@ func (s *selfService) isOwner(ns *corev1.Namespace, user authenticationv1.UserIn
 }
 
 // changeBeyondOwnerTeams names the first change from old to ns other than annotation
-// AnnotationOwnerTeams and the owner-team labels ("label env", "spec"), or "".
+// AnnotationOwnerTeams, the owner-team labels and kubectl apply's own annotation (so owners
+// may name teams with kubectl apply too) ("label env", "spec"), or "".
 func changeBeyondOwnerTeams(old, ns *corev1.Namespace) string {
 	if k := changedKey(old.Labels, ns.Labels, func(k string) bool { _, team := namespacetemplate.TeamOfLabel(k); return team }); k != "" {
 		return "label " + k
 	}
-	if k := changedKey(old.Annotations, ns.Annotations, func(k string) bool { return k == namespacetemplate.AnnotationOwnerTeams }); k != "" {
+	if k := changedKey(old.Annotations, ns.Annotations, func(k string) bool { return k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied }); k != "" {
 		return "annotation " + k
 	}
 	switch {

@@ -227,6 +227,7 @@ func TestUpdateProtectsOwnership(t *testing.T) {
 		{"others' label changes are not octogate's business", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "env": "dev"}, sreMember, true},
 		{"the creator may not relabel", owned, owned, uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "pod-security.kubernetes.io/enforce": "privileged"}, bob, false},
 		{"a co-owner may not annotate beyond owner-teams", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), map[string]string{AnnotationCreatorUID: "1002", namespacetemplate.AnnotationTemplate: "members", namespacetemplate.AnnotationOwnerTeams: "acme/sre", "note": "x"}, uid, uid, sreMember, false},
+		{"the creator names a team with kubectl apply", owned, map[string]string{AnnotationCreatorUID: "1002", namespacetemplate.AnnotationTemplate: "members", namespacetemplate.AnnotationOwnerTeams: "acme/sre", "kubectl.kubernetes.io/last-applied-configuration": "{}"}, uid, uid, authenticationv1.UserInfo{Username: bob.Username, UID: "1002", Groups: []string{"github:acme/sre"}}, true},
 		{"the creator's owner-team label for a named team", with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), with(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), uid, map[string]string{namespacetemplate.LabelCreatorUID: "1002", "octogate.dev/owner-team.acme.sre": "true"}, bob, true},
 	}
 	for _, tc := range tests {

@@ -180,6 +180,10 @@ func TestSelfServiceNamespaces(t *testing.T) {
 		if res := e.kubectlStdin(t, "bob", manifest, "apply", "-f", "-"); res.ExitCode != 0 || !strings.Contains(res.Stdout, "unchanged") {
 			t.Fatalf("kubectl apply again: %s", res)
 		}
+		withTeam := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-c","annotations":{"octogate.dev/owner-teams":"acme/web"}}}`)
+		if res := e.kubectlStdin(t, "bob", withTeam, "apply", "-f", "-"); res.ExitCode != 0 || !strings.Contains(res.Stdout, "configured") {
+			t.Fatalf("kubectl apply naming a co-owner team: %s", res)
+		}
 		if res := e.kubectlAs(t, "bob", "get", "namespace", "alice-x"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
 			t.Fatalf("get of a missing namespace bob may not create: want Forbidden\n%s", res)
 		}
