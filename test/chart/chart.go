@@ -78,7 +78,7 @@ func Helm(ctx context.Context, helm, home string, args ...string) ([]byte, error
 
 // KubeVersion is the Kubernetes version the chart is rendered and linted for: the version
 // tools/ pins. helm template cannot ask a cluster, and a helm built without Helm's own
-// ldflags assumes v1.20.0, below the chart's kubeVersion (>=1.30: webhook matchConditions).
+// ldflags assumes v1.20.0, below the chart's kubeVersion (>=1.32: apiserver.config.k8s.io/v1 AuthorizationConfiguration).
 const KubeVersion = "v1.37.2"
 
 // TemplateArgs are the helm arguments that render the chart at chartDir as release in
