@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/octogate/octogate/internal/fielderr"
 )
 
 // The document's type, as written in its apiVersion and kind fields.
@@ -73,19 +75,8 @@ type Match struct {
 	Groups []string `json:"groups,omitempty"`
 }
 
-// FieldError is one problem in a templates document, at a field path such as
-// "templates[1].objects[0].spec.hard".
-type FieldError struct {
-	Field  string
-	Detail string
-}
-
-func (e FieldError) Error() string {
-	if e.Field == "" {
-		return e.Detail
-	}
-	return e.Field + ": " + e.Detail
-}
+// FieldError is one problem in a templates document, at a field path (fielderr.FieldError).
+type FieldError = fielderr.FieldError
 
 // InvalidError lists every problem found in a templates document, in document order.
 type InvalidError struct {
@@ -93,11 +84,7 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		msgs[i] = p.Error()
-	}
-	return "invalid namespace templates: " + strings.Join(msgs, "; ")
+	return fielderr.Join("invalid namespace templates", e.Problems)
 }
 
 // Templates is a validated templates document. It is immutable and safe for concurrent use;
@@ -206,26 +193,26 @@ func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			*problems = append(*problems, FieldError{at, "must be an object"})
+			*problems = append(*problems, FieldError{Field: at, Detail: "must be an object"})
 			return
 		}
 		fields := jsonFields(t)
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
 			f, ok := fields[key]
 			if !ok {
-				*problems = append(*problems, FieldError{join(path, key), "unknown field"})
+				*problems = append(*problems, FieldError{Field: join(path, key), Detail: "unknown field"})
 				continue
 			}
 			checkShape(join(path, key), obj[key], f.Type, problems)
 		}
 	case reflect.Map:
 		if _, ok := v.(map[string]any); !ok {
-			*problems = append(*problems, FieldError{at, "must be an object"})
+			*problems = append(*problems, FieldError{Field: at, Detail: "must be an object"})
 		}
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {
-			*problems = append(*problems, FieldError{at, "must be a list"})
+			*problems = append(*problems, FieldError{Field: at, Detail: "must be a list"})
 			return
 		}
 		for i, item := range list {
@@ -233,12 +220,12 @@ func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			*problems = append(*problems, FieldError{at, "must be a string"})
+			*problems = append(*problems, FieldError{Field: at, Detail: "must be a string"})
 		}
 	case reflect.Int:
 		f, ok := v.(float64)
 		if !ok || f != float64(int64(f)) || f < 0 || f > 1<<31 {
-			*problems = append(*problems, FieldError{at, "must be a whole number of 0 or more"})
+			*problems = append(*problems, FieldError{Field: at, Detail: "must be a whole number of 0 or more"})
 		}
 	}
 }
@@ -280,7 +267,7 @@ var objectKinds = map[string]func() client.Object{
 // compile validates doc and decodes its objects into typed objects.
 func compile(doc *NamespaceTemplates) (*Templates, error) {
 	var problems []FieldError
-	add := func(field, detail string) { problems = append(problems, FieldError{field, detail}) }
+	add := func(field, detail string) { problems = append(problems, FieldError{Field: field, Detail: detail}) }
 	switch doc.APIVersion {
 	case APIVersion:
 	case "":
@@ -360,46 +347,46 @@ func decodeObject(raw map[string]any) (client.Object, []FieldError) {
 	kind, _ := raw["kind"].(string)
 	newObj, ok := objectKinds[apiVersion+" "+kind]
 	if !ok {
-		return nil, []FieldError{{"kind", fmt.Sprintf("%s %s is not allowed: expected v1 ResourceQuota, v1 LimitRange, networking.k8s.io/v1 NetworkPolicy or rbac.authorization.k8s.io/v1 RoleBinding", apiVersion, kind)}}
+		return nil, []FieldError{{Field: "kind", Detail: fmt.Sprintf("%s %s is not allowed: expected v1 ResourceQuota, v1 LimitRange, networking.k8s.io/v1 NetworkPolicy or rbac.authorization.k8s.io/v1 RoleBinding", apiVersion, kind)}}
 	}
 	data, err := json.Marshal(raw)
 	if err != nil {
-		return nil, []FieldError{{"", err.Error()}}
+		return nil, []FieldError{{Detail: err.Error()}}
 	}
 	obj := newObj()
 	strict, err := kjson.UnmarshalStrict(data, obj)
 	if err != nil {
-		return nil, []FieldError{{"", oneLine(err)}}
+		return nil, []FieldError{{Detail: oneLine(err)}}
 	}
 	var problems []FieldError
 	for _, e := range strict {
-		problems = append(problems, FieldError{"", e.Error()})
+		problems = append(problems, FieldError{Field: "", Detail: e.Error()})
 	}
 	name := obj.GetName()
 	switch {
 	case name == "":
-		problems = append(problems, FieldError{"metadata.name", "required"})
+		problems = append(problems, FieldError{Field: "metadata.name", Detail: "required"})
 	case len(validation.IsDNS1123Subdomain(name)) > 0:
-		problems = append(problems, FieldError{"metadata.name", fmt.Sprintf("%q: %s", name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))})
+		problems = append(problems, FieldError{Field: "metadata.name", Detail: fmt.Sprintf("%q: %s", name, strings.Join(validation.IsDNS1123Subdomain(name), "; "))})
 	case slices.Contains(reservedObjectNames, name):
-		problems = append(problems, FieldError{"metadata.name", fmt.Sprintf("%q is kept by octogate itself", name)})
+		problems = append(problems, FieldError{Field: "metadata.name", Detail: fmt.Sprintf("%q is kept by octogate itself", name)})
 	}
 	if obj.GetNamespace() != "" {
-		problems = append(problems, FieldError{"metadata.namespace", "must be empty: the object goes in each namespace of the template"})
+		problems = append(problems, FieldError{Field: "metadata.namespace", Detail: "must be empty: the object goes in each namespace of the template"})
 	}
 	if obj.GetResourceVersion() != "" || obj.GetUID() != "" || len(obj.GetOwnerReferences()) > 0 || obj.GetGenerateName() != "" || len(obj.GetFinalizers()) > 0 {
-		problems = append(problems, FieldError{"metadata", "only name, labels and annotations may be set"})
+		problems = append(problems, FieldError{Field: "metadata", Detail: "only name, labels and annotations may be set"})
 	}
 	if q, ok := obj.(*corev1.ResourceQuota); ok {
 		for name, v := range q.Spec.Hard {
 			if v.Sign() < 0 {
-				problems = append(problems, FieldError{"spec.hard." + string(name), v.String() + " is negative"})
+				problems = append(problems, FieldError{Field: "spec.hard." + string(name), Detail: v.String() + " is negative"})
 			}
 		}
 	}
 	if rb, ok := obj.(*rbacv1.RoleBinding); ok {
 		if rb.RoleRef.Name == "" || (rb.RoleRef.Kind != "ClusterRole" && rb.RoleRef.Kind != "Role") {
-			problems = append(problems, FieldError{"roleRef", "needs kind ClusterRole or Role and a name"})
+			problems = append(problems, FieldError{Field: "roleRef", Detail: "needs kind ClusterRole or Role and a name"})
 		}
 	}
 	if len(problems) > 0 {

@@ -14,6 +14,8 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/octogate/octogate/internal/fielderr"
 )
 
 // The policy document's type, as written in its apiVersion and kind fields.
@@ -85,32 +87,15 @@ type NonResourceRule struct {
 	NonResourceURLs []string `json:"nonResourceURLs"`
 }
 
-// FieldError is one problem in a policy document, at a field path such as
-// "rules[2].resourceRules[0].verbs".
-type FieldError struct {
-	Field  string
-	Detail string
-}
-
-func (e FieldError) Error() string {
-	if e.Field == "" {
-		return e.Detail
-	}
-	return e.Field + ": " + e.Detail
-}
+// FieldError is one problem in a policy document, at a field path (fielderr.FieldError).
+type FieldError = fielderr.FieldError
 
 // InvalidPolicyError lists every problem found in a policy document, in document order.
 type InvalidPolicyError struct {
 	Problems []FieldError
 }
 
-func (e *InvalidPolicyError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		msgs[i] = p.Error()
-	}
-	return "invalid policy: " + strings.Join(msgs, "; ")
-}
+func (e *InvalidPolicyError) Error() string { return fielderr.Join("invalid policy", e.Problems) }
 
 // LoadFile reads, validates and compiles the policy file at path. Errors name the file and,
 // for an invalid document, are an *InvalidPolicyError naming each bad field's path.
@@ -262,7 +247,7 @@ func findDuplicateKeys(path string, n *yamlv3.Node, problems *[]FieldError) {
 				if line == key.Line {
 					detail = fmt.Sprintf("set twice on line %d", line)
 				}
-				*problems = append(*problems, FieldError{field, detail})
+				*problems = append(*problems, FieldError{Field: field, Detail: detail})
 			} else {
 				firstLine[key.Value] = key.Line
 			}
@@ -281,14 +266,14 @@ func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			*problems = append(*problems, FieldError{orRoot(path), "must be an object"})
+			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be an object"})
 			return
 		}
 		fields := jsonFields(t)
 		for _, key := range sortedKeys(obj) {
 			f, ok := fields[key]
 			if !ok {
-				*problems = append(*problems, FieldError{join(path, key), "unknown field"})
+				*problems = append(*problems, FieldError{Field: join(path, key), Detail: "unknown field"})
 				continue
 			}
 			checkShape(join(path, key), obj[key], f.Type, problems)
@@ -296,7 +281,7 @@ func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {
-			*problems = append(*problems, FieldError{orRoot(path), "must be a list"})
+			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be a list"})
 			return
 		}
 		for i, item := range list {
@@ -304,7 +289,7 @@ func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			*problems = append(*problems, FieldError{orRoot(path), "must be a string"})
+			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be a string"})
 		}
 	}
 }
