@@ -2,9 +2,11 @@ package fault
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,6 +55,11 @@ func TestHugeTokenFlood(t *testing.T) {
 			a, err := post(client, o.url+"/authenticate", body)
 			key := fmt.Sprint(a.code)
 			switch {
+			case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+				// The server answered 413 and closed the connection before the client had
+				// written the whole megabyte (net/http stops reading an unread body): refused
+				// just the same, the client only missed the answer.
+				key = "reset while sending"
 			case err != nil:
 				key = "error: " + err.Error()
 			case a.code != 413:
@@ -69,8 +76,8 @@ func TestHugeTokenFlood(t *testing.T) {
 	t.Logf("%d TokenReviews with a %d-character token, %d at a time, answered in %v: %v; VmRSS idle %d MiB, VmHWM idle %d MiB, VmHWM after %d MiB",
 		requests, tokenLen, concurrency, took.Round(time.Millisecond), counts, idle["VmRSS"]>>20, idle["VmHWM"]>>20, after["VmHWM"]>>20)
 
-	if counts["413"] != requests {
-		t.Errorf("want every review refused with 413: %v", counts)
+	if counts["413"]+counts["reset while sending"] != requests || counts["reset while sending"] > requests/4 {
+		t.Errorf("want every review refused with 413 (a few cut off while still sending): %v", counts)
 	}
 	if after["VmHWM"] > hugeTokenPeakLimit {
 		t.Errorf("VmHWM %d MiB, want under %d MiB", after["VmHWM"]>>20, hugeTokenPeakLimit>>20)
