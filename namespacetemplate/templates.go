@@ -10,7 +10,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -140,8 +139,7 @@ func Parse(data []byte) (*Templates, error) {
 	if err := yaml.Unmarshal(data, &generic); err != nil {
 		return nil, &InvalidError{[]FieldError{{Detail: "not valid YAML: " + oneLine(err)}}}
 	}
-	var problems []FieldError
-	checkShape("", generic, reflect.TypeFor[NamespaceTemplates](), &problems)
+	problems := fielderr.CheckShape("", generic, reflect.TypeFor[NamespaceTemplates]())
 	if len(problems) > 0 {
 		return nil, &InvalidError{problems}
 	}
@@ -174,83 +172,6 @@ func oneLine(err error) string {
 	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	return strings.Join(strings.Fields(msg), " ")
-}
-
-// checkShape walks a decoded JSON value against the Go type it must fill, reporting unknown
-// fields and type mismatches by path. Field names match exactly, as in Kubernetes objects.
-func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
-	if v == nil {
-		return
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	at := path
-	if at == "" {
-		at = "(document)"
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			*problems = append(*problems, FieldError{Field: at, Detail: "must be an object"})
-			return
-		}
-		fields := jsonFields(t)
-		for _, key := range slices.Sorted(maps.Keys(obj)) {
-			f, ok := fields[key]
-			if !ok {
-				*problems = append(*problems, FieldError{Field: join(path, key), Detail: "unknown field"})
-				continue
-			}
-			checkShape(join(path, key), obj[key], f.Type, problems)
-		}
-	case reflect.Map:
-		if _, ok := v.(map[string]any); !ok {
-			*problems = append(*problems, FieldError{Field: at, Detail: "must be an object"})
-		}
-	case reflect.Slice:
-		list, ok := v.([]any)
-		if !ok {
-			*problems = append(*problems, FieldError{Field: at, Detail: "must be a list"})
-			return
-		}
-		for i, item := range list {
-			checkShape(path+"["+strconv.Itoa(i)+"]", item, t.Elem(), problems)
-		}
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			*problems = append(*problems, FieldError{Field: at, Detail: "must be a string"})
-		}
-	case reflect.Int:
-		f, ok := v.(float64)
-		if !ok || f != float64(int64(f)) || f < 0 || f > 1<<31 {
-			*problems = append(*problems, FieldError{Field: at, Detail: "must be a whole number of 0 or more"})
-		}
-	}
-}
-
-func join(path, key string) string {
-	if key == "" {
-		return path
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func jsonFields(t reflect.Type) map[string]reflect.StructField {
-	fields := make(map[string]reflect.StructField, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		fields[name] = f
-	}
-	return fields
 }
 
 // reservedObjectNames are the objects the ownership controller keeps itself.
@@ -319,7 +240,7 @@ func compile(doc *NamespaceTemplates) (*Templates, error) {
 			op := fmt.Sprintf("%s.objects[%d]", p, j)
 			obj, errs := decodeObject(raw)
 			for _, e := range errs {
-				add(join(op, e.Field), e.Detail)
+				add(fielderr.Path(op, e.Field), e.Detail)
 			}
 			if obj == nil {
 				continue

@@ -3,11 +3,9 @@ package subjectaccessreview
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -140,8 +138,7 @@ func decodePolicy(data []byte) (*AuthorizationPolicy, error) {
 	if err := yaml.Unmarshal(data, &generic); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", yamlError{err})
 	}
-	var problems []FieldError
-	checkShape("", generic, reflect.TypeFor[AuthorizationPolicy](), &problems)
+	problems := fielderr.CheckShape("", generic, reflect.TypeFor[AuthorizationPolicy]())
 	if len(problems) > 0 {
 		return nil, &InvalidPolicyError{Problems: problems}
 	}
@@ -241,7 +238,7 @@ func findDuplicateKeys(path string, n *yamlv3.Node, problems *[]FieldError) {
 		firstLine := make(map[string]int, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, value := n.Content[i], n.Content[i+1]
-			field := join(path, key.Value)
+			field := fielderr.Path(path, key.Value)
 			if line, ok := firstLine[key.Value]; ok {
 				detail := fmt.Sprintf("set twice, at line %d and again at line %d", line, key.Line)
 				if line == key.Line {
@@ -254,76 +251,6 @@ func findDuplicateKeys(path string, n *yamlv3.Node, problems *[]FieldError) {
 			findDuplicateKeys(field, value, problems)
 		}
 	}
-}
-
-// checkShape walks a decoded JSON value against the Go type it must fill, reporting unknown
-// fields and type mismatches by path. Field names match exactly, as in Kubernetes objects.
-func checkShape(path string, v any, t reflect.Type, problems *[]FieldError) {
-	if v == nil {
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be an object"})
-			return
-		}
-		fields := jsonFields(t)
-		for _, key := range sortedKeys(obj) {
-			f, ok := fields[key]
-			if !ok {
-				*problems = append(*problems, FieldError{Field: join(path, key), Detail: "unknown field"})
-				continue
-			}
-			checkShape(join(path, key), obj[key], f.Type, problems)
-		}
-	case reflect.Slice:
-		list, ok := v.([]any)
-		if !ok {
-			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be a list"})
-			return
-		}
-		for i, item := range list {
-			checkShape(path+"["+strconv.Itoa(i)+"]", item, t.Elem(), problems)
-		}
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			*problems = append(*problems, FieldError{Field: orRoot(path), Detail: "must be a string"})
-		}
-	}
-}
-
-func orRoot(path string) string {
-	if path == "" {
-		return "(document)"
-	}
-	return path
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func jsonFields(t reflect.Type) map[string]reflect.StructField {
-	fields := make(map[string]reflect.StructField, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		fields[name] = f
-	}
-	return fields
-}
-
-// sortedKeys gives errors a stable order; JSON objects decode into unordered maps.
-func sortedKeys(m map[string]any) []string {
-	return slices.Sorted(maps.Keys(m))
 }
 
 var (
