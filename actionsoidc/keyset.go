@@ -71,7 +71,7 @@ func (k *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 }
 
 func (k *keySet) verify(ctx context.Context, jwt string) ([]byte, *Error) {
-	jws, err := jose.ParseSigned(jwt, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(jwt, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil || len(jws.Signatures) != 1 {
 		return nil, refuse(ReasonBadSignature, "the token is not a JWT signed with RS256")
 	}
