@@ -91,6 +91,15 @@ func TestLookupReasons(t *testing.T) {
 	p, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	parts[1] = b64([]byte(strings.Replace(string(p), "production", "productioN", 1)))
 	tampered = strings.Join(parts, ".")
+	// The same signed claims in the JWS JSON serialization (RFC 7515 section 7.2), which a JWT
+	// never uses (RFC 7519 section 1). The extra member carries the payload between two dots, so
+	// the token also splits into three parts and reaches the signature check.
+	compact := iss.Mint(claims(deploy, nil))
+	parsed, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonJWS := strings.TrimSuffix(parsed.FullSerialize(), "}") + `,"x":".` + strings.Split(compact, ".")[1] + `."}`
 
 	tests := []struct {
 		name   string
@@ -110,6 +119,7 @@ func TestLookupReasons(t *testing.T) {
 		{name: "HS256 with the RSA public key as secret", token: hs256, reason: ReasonBadSignature},
 		{name: "a key the issuer never published", token: foreignKey, reason: ReasonBadSignature},
 		{name: "tampered claims", token: tampered, reason: ReasonBadSignature},
+		{name: "JWS JSON serialization", token: jsonJWS, reason: ReasonBadSignature},
 		{name: "org not allowed", token: iss.Mint(githubapi.Workflow{Repository: "evil/deploy", RepositoryID: 5, OwnerID: 666, Audience: audience}.Claims()), reason: ReasonOrgNotAllowed},
 		{name: "org pinned to another id", token: iss.Mint(claims(deploy, map[string]any{"repository_owner_id": "9999"})), reason: ReasonOrgNotAllowed},
 		{name: "org compared case-insensitively", token: iss.Mint(claims(deploy, map[string]any{"repository_owner": "ACME"}))},

@@ -68,7 +68,7 @@ func jsonObjectError(data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	switch again := json.Unmarshal(data, new(namespaceObject)); {
 	case errors.As(again, &se):
-		return fmt.Errorf("object is not JSON: %v at byte %d", se, se.Offset)
+		return fmt.Errorf("object is not JSON: %w at byte %d", se, se.Offset)
 	case errors.As(again, &te) && te.Field == "":
 		return fmt.Errorf("object is a JSON %s, want a Namespace object", webhooks.JSONValueWord(te.Value))
 	case errors.As(again, &te):

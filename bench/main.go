@@ -124,7 +124,7 @@ func bench(o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -469,7 +469,7 @@ func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) 
 		status, body, _, err := c.do(w.next())
 		c.close()
 		if err != nil || status != http.StatusOK || !bytes.Contains(body, w.expect) {
-			return nil, nil, fmt.Errorf("%s: first request: %v HTTP %d %s (want %s)", r, err, status, body, w.expect)
+			return nil, nil, fmt.Errorf("%s: first request: %w HTTP %d %s (want %s)", r, err, status, body, w.expect)
 		}
 	}
 	return loads, uncached, nil
@@ -544,12 +544,12 @@ func profile(dir, route string, round int) (func(), error) {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return func() {
 		pprof.StopCPUProfile()
-		f.Close()
+		_ = f.Close()
 	}, nil
 }
 

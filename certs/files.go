@@ -122,14 +122,12 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("certs: %w", err)
 	}
 	name := tmp.Name()
-	defer os.Remove(name) // no-op once renamed
+	defer func() { _ = os.Remove(name) }() // no-op once renamed
 	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: %w", err)
+		return fmt.Errorf("certs: %w", errors.Join(err, tmp.Close()))
 	}
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: write %s: %w", path, err)
+		return fmt.Errorf("certs: write %s: %w", path, errors.Join(err, tmp.Close()))
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("certs: write %s: %w", path, err)

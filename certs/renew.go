@@ -218,9 +218,7 @@ func readOptional(path string) ([]byte, error) {
 // is one of them, then the DNS names, then the IP addresses.
 func hostsOf(c *x509.Certificate) []string {
 	var hosts []string
-	for _, n := range c.DNSNames {
-		hosts = append(hosts, n)
-	}
+	hosts = append(hosts, c.DNSNames...)
 	for _, ip := range c.IPAddresses {
 		hosts = append(hosts, ip.String())
 	}

@@ -74,7 +74,7 @@ func ActionsIDToken(ctx context.Context, getenv func(string) string, client *htt
 	if err != nil {
 		return Token{}, fmt.Errorf("octogate credential --github-actions: requesting an ID token from the Actions runtime: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxIDTokenAnswer))
 	if err != nil {
 		return Token{}, fmt.Errorf("octogate credential --github-actions: reading the Actions runtime's answer: %w", err)

@@ -46,7 +46,7 @@ func (p *Plugin) browserFlow(ctx context.Context) (*oauth2.Token, error) {
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("%w: listen on 127.0.0.1: %v", ErrBrowserFlow, err)
+		return nil, fmt.Errorf("%w: listen on 127.0.0.1: %w", ErrBrowserFlow, err)
 	}
 	conf := p.oauthConfig()
 	conf.ClientSecret = p.cfg.ClientSecret
@@ -80,10 +80,10 @@ func (p *Plugin) browserFlow(ctx context.Context) (*oauth2.Token, error) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if err != nil {
 			w.WriteHeader(http.StatusForbidden)
-			fmt.Fprintf(w, "<!doctype html><title>octogate</title><p>Login failed: %s</p><p>Go back to your terminal.</p>\n", html.EscapeString(err.Error()))
+			_, _ = fmt.Fprintf(w, "<!doctype html><title>octogate</title><p>Login failed: %s</p><p>Go back to your terminal.</p>\n", html.EscapeString(err.Error()))
 			return
 		}
-		fmt.Fprint(w, "<!doctype html><title>octogate</title><p>You are logged in to Kubernetes with GitHub. You can close this tab.</p>\n")
+		_, _ = fmt.Fprint(w, "<!doctype html><title>octogate</title><p>You are logged in to Kubernetes with GitHub. You can close this tab.</p>\n")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -93,9 +93,9 @@ func (p *Plugin) browserFlow(ctx context.Context) (*oauth2.Token, error) {
 		_ = srv.Shutdown(sctx) // lets the success page reach the browser
 	}()
 
-	fmt.Fprintf(p.cfg.Prompt, "octogate: to log in to Kubernetes with GitHub, open this URL in a browser (opening it for you): %s\n", authURL)
+	_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: to log in to Kubernetes with GitHub, open this URL in a browser (opening it for you): %s\n", authURL)
 	if err := p.cfg.OpenBrowser(authURL); err != nil {
-		fmt.Fprintf(p.cfg.Prompt, "octogate: cannot open a browser (%v); open the URL above by hand\n", err)
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: cannot open a browser (%v); open the URL above by hand\n", err)
 	}
 
 	wait := time.NewTimer(p.cfg.LoginTimeout)

@@ -109,14 +109,12 @@ func writeCache(path string, c cacheFile) error {
 		return err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
+	defer func() { _ = os.Remove(tmp) }() // no-op after a successful rename
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -59,9 +59,9 @@ func (p *Plugin) deviceFlow(ctx context.Context) (*oauth2.Token, error) {
 		return nil, fmt.Errorf("%w: GitHub answered %s without a device code", ErrDeviceFlow, conf.Endpoint.DeviceAuthURL)
 	}
 	verify := da.VerificationURI
-	fmt.Fprintf(p.cfg.Prompt, "octogate: to log in to Kubernetes with GitHub, open %s and enter the code %s\n", verify, da.UserCode)
+	_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: to log in to Kubernetes with GitHub, open %s and enter the code %s\n", verify, da.UserCode)
 	if !da.Expiry.IsZero() {
-		fmt.Fprintf(p.cfg.Prompt, "octogate: waiting for the code to be authorized (it expires at %s)\n", da.Expiry.Local().Format(time.Kitchen))
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: waiting for the code to be authorized (it expires at %s)\n", da.Expiry.Local().Format(time.Kitchen))
 	}
 	tok, err := conf.DeviceAccessToken(ctx, da)
 	if err != nil {
@@ -100,7 +100,7 @@ func (p *Plugin) classify(ctx context.Context, err error, verify string) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return fmt.Errorf("%w: cannot reach GitHub at %s: %v", ErrDeviceFlow, p.cfg.GitHubURL, ue.Err)
+		return fmt.Errorf("%w: cannot reach GitHub at %s: %w", ErrDeviceFlow, p.cfg.GitHubURL, ue.Err)
 	}
-	return fmt.Errorf("%w: %v", ErrDeviceFlow, err)
+	return fmt.Errorf("%w: %w", ErrDeviceFlow, err)
 }

@@ -48,7 +48,7 @@ func ParseExecInfo(value string) (ExecInfo, error) {
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal([]byte(value), &in); err != nil {
-		return ExecInfo{}, fmt.Errorf("%w is not a JSON ExecCredential: %v", ErrExecInfo, err)
+		return ExecInfo{}, fmt.Errorf("%w is not a JSON ExecCredential: %w", ErrExecInfo, err)
 	}
 	if in.Kind != "" && in.Kind != "ExecCredential" {
 		return ExecInfo{}, fmt.Errorf("%w has kind %q, want ExecCredential", ErrExecInfo, in.Kind)

@@ -42,7 +42,7 @@ func (p *Plugin) lock(ctx context.Context, cache string) (unlock func(), err err
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if !ok {
-		fmt.Fprintf(p.cfg.Prompt, "octogate: another octogate credential is logging in to GitHub; waiting for it (up to %s)\n", p.cfg.LockTimeout)
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: another octogate credential is logging in to GitHub; waiting for it (up to %s)\n", p.cfg.LockTimeout)
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.LockTimeout)
 		defer cancel()
 		ok, err = fl.TryLockContext(wctx, lockRetry)

@@ -291,7 +291,7 @@ func TestLockWaitIsBounded(t *testing.T) {
 	if err := held.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	defer held.Unlock()
+	defer func() { _ = held.Unlock() }()
 	_, err := p.Token(context.Background())
 	if !errors.Is(err, ErrLockTimeout) || !strings.Contains(err.Error(), lockPath(p.CachePath())) || !strings.Contains(err.Error(), "300ms") {
 		t.Fatalf("err = %v, want ErrLockTimeout naming the lock file and the timeout", err)
@@ -500,7 +500,7 @@ func (b *browser) visit(u string) {
 		b.pages <- page{err: err}
 		return
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	b.pages <- page{status: resp.StatusCode, body: string(body)}
 }

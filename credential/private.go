@@ -22,7 +22,7 @@ func checkPrivate(path string, uid int) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsafeFile, err)
+		return fmt.Errorf("%w: %w", ErrUnsafeFile, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is not a regular file (%s); remove it with: rm %s", ErrUnsafeFile, path, fi.Mode().Type(), shellQuote(path))

@@ -76,7 +76,7 @@ func (p *Plugin) checkUser(ctx context.Context, tok string) (refused bool, err e
 	if err != nil {
 		return false, err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
 		return true, nil

@@ -284,7 +284,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (To
 			p.save(path, *c)
 			return c.token(now, SourceCache), nil
 		}
-		fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed); logging in again\n")
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed); logging in again\n")
 		c.AccessToken = ""
 	}
 	if c != nil && c.refreshable(now) {
@@ -294,7 +294,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (To
 			p.save(path, p.toCache(tok, now))
 			return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceRefresh}, nil
 		case errors.Is(err, errBadRefreshToken):
-			fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used); logging in again\n")
+			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used); logging in again\n")
 		default:
 			return Token{}, err
 		}
@@ -323,7 +323,7 @@ func (p *Plugin) login(ctx context.Context) (*oauth2.Token, Source, error) {
 // next run logs in again).
 func (p *Plugin) save(path string, c cacheFile) {
 	if err := writeCache(path, c); err != nil {
-		fmt.Fprintf(p.cfg.Prompt, "octogate: warning: cannot cache the token: %v\n", err)
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: warning: cannot cache the token: %v\n", err)
 	}
 }
 

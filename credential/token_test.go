@@ -95,7 +95,7 @@ func loginOf(t *testing.T, gh *githubapi.Server, tok string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var u struct{ Login string }
 	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
 		t.Fatal(err)

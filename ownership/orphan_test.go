@@ -51,7 +51,7 @@ func TestCreatorLeavingOrphansTheirNamespaces(t *testing.T) {
 	eventually(t, "the orphaner sees bob's namespaces", func(ctx context.Context) error {
 		nss, err := testOrphaner.Namespaces(ctx, uid)
 		if err != nil || len(nss) != 2 {
-			return fmt.Errorf("%d namespaces, %v", len(nss), err)
+			return fmt.Errorf("%d namespaces, %w", len(nss), err)
 		}
 		return nil
 	})

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -79,7 +79,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 	if cfg.OwnerClusterRole == "" {
 		cfg.OwnerClusterRole = DefaultOwnerClusterRole
 	}
-	if msgs := path.IsValidPathSegmentName(cfg.OwnerClusterRole); len(msgs) > 0 {
+	if msgs := content.IsPathSegmentName(cfg.OwnerClusterRole); len(msgs) > 0 {
 		return fmt.Errorf("ownership: OwnerClusterRole %q: %s", cfg.OwnerClusterRole, strings.Join(msgs, "; "))
 	}
 	if cfg.DefaultQuota != nil {

@@ -102,7 +102,7 @@ func TestTemplateObjectsAreKeptAndPrunedOnReload(t *testing.T) {
 				return err
 			}
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s still there (err %v)", name, err)
+				return fmt.Errorf("%s still there (err %w)", name, err)
 			}
 			return nil
 		}

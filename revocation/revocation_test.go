@@ -178,7 +178,7 @@ func TestEveryReplicaEvicts(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() { cancel(); <-done }) //nolint:errcheck // only that Run returns matters here; its error after cancel is the context's
 		select {
 		case <-s.Synced():
 		case <-time.After(10 * time.Second):

@@ -86,11 +86,11 @@ func New(cfg Config) (*Authorizer, error) {
 		if err := cfg.Registerer.Register(a.reloadErrors); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("Registerer: registering octogate_policy_reload_errors_total: %w", err)
+				return nil, fmt.Errorf("Registerer: registering octogate_policy_reload_errors_total: %w", err) //nolint:staticcheck // ST1005: Registerer is the Config field
 			}
 			c, ok := are.ExistingCollector.(prometheus.Counter)
 			if !ok {
-				return nil, fmt.Errorf("Registerer: octogate_policy_reload_errors_total is registered with another type: %w", err)
+				return nil, fmt.Errorf("Registerer: octogate_policy_reload_errors_total is registered with another type: %w", err) //nolint:staticcheck // ST1005: Registerer is the Config field
 			}
 			a.reloadErrors = c
 		}

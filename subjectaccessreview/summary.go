@@ -17,7 +17,7 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tNAME\tEFFECT\tSUBJECTS\tNAMESPACES\tRESOURCE RULES\tNON-RESOURCE RULES")
+	_, _ = fmt.Fprintln(tw, "#\tNAME\tEFFECT\tSUBJECTS\tNAMESPACES\tRESOURCE RULES\tNON-RESOURCE RULES")
 	for i, r := range p.doc.Rules {
 		subjects := make([]string, len(r.Subjects))
 		for j, s := range r.Subjects {
@@ -30,7 +30,7 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 		if len(r.Namespaces) > 0 {
 			namespaces = strings.Join(r.Namespaces, ",")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", i+1, r.Name, r.Effect, strings.Join(subjects, ","), namespaces, len(r.ResourceRules), len(r.NonResourceRules))
+		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", i+1, r.Name, r.Effect, strings.Join(subjects, ","), namespaces, len(r.ResourceRules), len(r.NonResourceRules))
 	}
 	return tw.Flush()
 }

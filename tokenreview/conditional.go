@@ -113,7 +113,7 @@ func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, err
 	switch code := resp.StatusCode; {
 	case code == http.StatusNotModified && kept != nil:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		t.put(key, &validated{etag: kept.etag, header: kept.header, body: kept.body, confirmed: t.now(), size: kept.size})
 		return kept.response(resp), nil
 	case code == http.StatusOK:
@@ -133,7 +133,7 @@ func (t *conditionalTransport) keep(key validatorKey, resp *http.Response) (*htt
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxEntry)+1))
 	if err != nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return nil, err
 	}
 	if len(body) > t.maxEntry {
@@ -144,7 +144,7 @@ func (t *conditionalTransport) keep(key validatorKey, resp *http.Response) (*htt
 		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
 		return resp, nil
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	// ReadAll's buffer may be twice the body: keep an exact copy.
 	v := &validated{etag: etag, header: http.Header{}, body: bytes.Clone(body), confirmed: t.now()}

@@ -215,7 +215,7 @@ func TestConditionalStoreBounds(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %v %v", path, resp, err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 	const body = 1000
 	// The size of one kept answer of /user/N.
@@ -308,7 +308,7 @@ func FuzzConditionalTransport(f *testing.F) {
 				t.Fatal(err)
 			}
 			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			switch {
 			case resp.StatusCode == http.StatusOK && string(got) != string(body):
 				t.Fatalf("call %d: 200 with %q, want %q", i, got, body)

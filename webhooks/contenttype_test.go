@@ -45,7 +45,7 @@ func TestWebhookRoutesTakeApplicationJSONOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer res.Body.Close()
+			defer func() { _ = res.Body.Close() }()
 			var body bytes.Buffer
 			_, _ = body.ReadFrom(res.Body)
 			if res.StatusCode != tc.wantStatus || strings.TrimSpace(body.String()) != tc.wantBody {

@@ -134,7 +134,7 @@ func startServer(t *testing.T, cfg webhooks.Config, mount func(*webhooks.Server)
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-ts.done:
+		case <-ts.done: //nolint:errcheck // only that Run returns matters here; its error after cancel is the context's
 		case <-time.After(30 * time.Second):
 			t.Error("Run did not return within 30s of cancel")
 		}
@@ -184,7 +184,7 @@ func doErr(c *http.Client, method, url string, body io.Reader) (response, error)
 	if err != nil {
 		return response{}, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
 		return response{}, err
@@ -237,7 +237,7 @@ func leafDER(addr string, roots *x509.CertPool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	state := conn.(*tls.Conn).ConnectionState()
 	if len(state.PeerCertificates) == 0 {
 		return nil, errors.New("no peer certificate")

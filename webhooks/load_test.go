@@ -2,6 +2,7 @@ package webhooks_test
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -61,7 +62,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 					}
 					if err != nil {
 						if c != nil {
-							c.Close()
+							_ = c.Close()
 						}
 						continue
 					}
@@ -75,7 +76,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 					case <-stop:
 					case <-closed:
 					}
-					c.Close()
+					_ = c.Close()
 					stalled.Add(-1)
 				}
 			})
@@ -107,14 +108,14 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		start := time.Now()
 		n, err := c.Read(make([]byte, 512))
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("still open after %v", time.Since(start))
 		}
 		t.Logf("dropped after %v (n=%d, err=%v)", time.Since(start).Round(time.Millisecond), n, err)

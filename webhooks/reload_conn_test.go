@@ -37,7 +37,7 @@ func TestKeepAliveConnectionsMoveToARenewedCertificate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		_, _ = io.Copy(io.Discard, res.Body)
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", res.StatusCode)
@@ -56,10 +56,8 @@ func TestKeepAliveConnectionsMoveToARenewedCertificate(t *testing.T) {
 	})
 	// The certificate callback runs just after the switch; the idle connection's next answer
 	// closes it (at most one more request may pass while the callback catches up).
-	var leaf []byte
 	for range 3 {
-		var closed bool
-		if leaf, closed = post(); closed {
+		if _, closed := post(); closed {
 			break
 		}
 	}

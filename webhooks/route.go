@@ -82,7 +82,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &request{rw: statusWriter{ResponseWriter: w}}
 	defer func() {
 		if p := recover(); p != nil {
-			abort := p == http.ErrAbortHandler
+			abort := p == http.ErrAbortHandler //nolint:errorlint // a panic value is never wrapped; net/http compares it the same way
 			if !abort {
 				rt.s.log.Error("webhook handler panicked", "webhook", rt.webhook, "path", r.URL.Path,
 					"panic", p, "stack", string(debug.Stack()))
@@ -222,7 +222,7 @@ type bodyReader struct {
 
 func (br *bodyReader) reset(b []byte) {
 	br.b = b
-	br.Reader.Reset(b)
+	br.Reset(b)
 }
 
 func (*bodyReader) Close() error { return nil }

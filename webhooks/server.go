@@ -314,7 +314,7 @@ func (s *Server) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
-	<-serveErr // http.ErrServerClosed once Shutdown has begun
+	<-serveErr //nolint:errcheck // http.ErrServerClosed once Shutdown has begun
 	if err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("webhooks: in-flight requests did not finish within %v and were cut off: %w", s.cfg.ShutdownTimeout, err)

@@ -301,7 +301,7 @@ func TestTLSVersions(t *testing.T) {
 				RootCAs: ts.pki.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tc.version, MaxVersion: tc.version,
 			})
 			if err == nil {
-				conn.Close()
+				_ = conn.Close()
 			}
 			if (err == nil) != tc.ok {
 				t.Fatalf("handshake err = %v, want ok=%v", err, tc.ok)
@@ -315,7 +315,7 @@ func TestTLSVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		if p := conn.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
 			t.Fatalf("negotiated %q", p)
 		}

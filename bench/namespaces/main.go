@@ -58,7 +58,7 @@ func bench(n int, qps float64, burst int, keep bool, env []string) error {
 	if keep {
 		fmt.Println("work directory:", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	templates, err := os.ReadFile(filepath.Join(root, nsscale.ExampleTemplatesFile))
 	if err != nil {

@@ -184,8 +184,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		return err
 	}
 	defer func() {
-		os.Remove(kubeconfig)
-		os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
+		_ = os.Remove(kubeconfig)
+		_ = os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
 	}()
 
 	if actions != nil {
@@ -193,7 +193,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		if err := actions.writeKubeconfig(ctx, binary, c.APIServer.URL, c.APIServer.CAFile, actionsKubeconfig); err != nil {
 			return err
 		}
-		defer os.Remove(actionsKubeconfig)
+		defer func() { _ = os.Remove(actionsKubeconfig) }()
 	}
 
 	// binDir (bin/k8s or OCTOGATE_K8S_BIN) has kubectl; bin has octogate, for `octogate

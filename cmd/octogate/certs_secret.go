@@ -41,13 +41,13 @@ func renewSecret(ctx context.Context, secrets corev1client.SecretsGetter, r secr
 		}
 		secret, err := client.Get(ctx, r.Secret, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err)
+			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err) //nolint:staticcheck // ST1005: Secret is the Kubernetes kind
 		}
 		o := r.Options
 		o.CheckKey, o.KeyPEM = true, secret.Data[corev1.TLSPrivateKeyKey]
 		kp, rep, err := ca.RenewServing(secret.Data[corev1.TLSCertKey], o)
 		if err != nil {
-			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err)
+			return fmt.Errorf("Secret %s/%s: %w", r.Namespace, r.Secret, err) //nolint:staticcheck // ST1005: Secret is the Kubernetes kind
 		}
 		report = rep
 		if kp == nil {

@@ -171,7 +171,7 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_LISTEN", c.Listen, err.Error())
 	}
 	if _, err := tokenreview.APIBase(c.GitHubAPIURL); err != nil {
-		return fmt.Errorf("OCTOGATE_GITHUB_API_URL=%q: %v", c.GitHubAPIURL, err)
+		return fmt.Errorf("OCTOGATE_GITHUB_API_URL=%q: %w", c.GitHubAPIURL, err)
 	}
 	switch {
 	case len(c.GitHubOrgs) == 0:

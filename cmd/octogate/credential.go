@@ -85,9 +85,9 @@ GitHub refuses it. --forget deletes the cached token.`,
 				case err != nil:
 					return oneLine(err)
 				case removed:
-					fmt.Fprintf(cmd.ErrOrStderr(), "octogate: removed the cached token %s\n", p.CachePath())
+					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "octogate: removed the cached token %s\n", p.CachePath())
 				default:
-					fmt.Fprintf(cmd.ErrOrStderr(), "octogate: no cached token at %s\n", p.CachePath())
+					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "octogate: no cached token at %s\n", p.CachePath())
 				}
 				return nil
 			}

@@ -106,7 +106,7 @@ func TestHelperBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 }
 
 func TestKubeconfigUserPassesTheClientSecret(t *testing.T) {

@@ -48,7 +48,7 @@ func octogateCommands(t *testing.T, path string) []docCommand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var (
 		out              []docCommand
 		inBlock, console bool

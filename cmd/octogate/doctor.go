@@ -69,7 +69,7 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 			if s.orgs == "" || s.githubURL == "" || s.clientID == "" || s.githubCAFile == "" || s.tokenTypes == "" {
 				exec, err := kubeconfigExec(kubeconfig, kubeContext)
 				if err != nil && s.orgs == "" {
-					return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%v)", envGitHubOrgs, err)}
+					return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%w)", envGitHubOrgs, err)}
 				}
 				s = s.or(settingsFromExec(exec))
 			}
@@ -132,8 +132,8 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) erro
 	if err != nil {
 		return &exitError{code: doctorUsage, err: oneLine(err)}
 	}
-	fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), tok.Source)
-	fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
+	_, _ = fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), tok.Source)
+	_, _ = fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
 	id, err := lookup.Lookup(cmd.Context(), tok.Value)
 	return reportDoctor(out, id, err)
 }
@@ -141,14 +141,14 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) erro
 // reportDoctor prints the identity, or the reason code, the explanation and the fix.
 func reportDoctor(out io.Writer, id tokenreview.Identity, err error) error {
 	if err == nil {
-		fmt.Fprintf(out, "result:   accepted\nusername: %s\nuid:      %s\ngroups:   %s\n", id.Username, id.UID, strings.Join(id.Groups, ", "))
+		_, _ = fmt.Fprintf(out, "result:   accepted\nusername: %s\nuid:      %s\ngroups:   %s\n", id.Username, id.UID, strings.Join(id.Groups, ", "))
 		return nil
 	}
 	code := tokenreview.Reason(err)
 	result := tokenreview.Result(err)
-	fmt.Fprintf(out, "result:   %s\nreason:   %s\nerror:    %s\n", result, code, err)
+	_, _ = fmt.Fprintf(out, "result:   %s\nreason:   %s\nerror:    %s\n", result, code, err)
 	if info, ok := tokenreview.Explain(code); ok {
-		fmt.Fprintf(out, "means:    %s\nfix:      %s\n", info.Meaning, info.Fix)
+		_, _ = fmt.Fprintf(out, "means:    %s\nfix:      %s\n", info.Meaning, info.Fix)
 	}
 	exit := doctorRefused
 	if result == tokenreview.ResultUnavailable {

@@ -49,7 +49,7 @@ DIR/client.crt, DIR/client.key embedded (as written by "octogate certs init").
 			}
 			if err := certs.CheckServingHost(dir, u.Hostname()); err != nil {
 				// A warning, not an error: the certificate may be replaced before use.
-				fmt.Fprintf(cmd.ErrOrStderr(), "octogate: warning: --server: %v\n", err)
+				_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "octogate: warning: --server: %v\n", err)
 			}
 			files, err := certs.ReadWebhookFiles(dir)
 			if err != nil {

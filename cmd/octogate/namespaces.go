@@ -49,7 +49,7 @@ which octogate's authorizer allows for your own uid only.`,
 				return err
 			}
 			for _, ns := range list.Items {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", ns.Name, ns.Status.Phase, ns.Annotations[namespacetemplate.AnnotationTemplate])
+				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", ns.Name, ns.Status.Phase, ns.Annotations[namespacetemplate.AnnotationTemplate])
 			}
 			return nil
 		},

@@ -98,9 +98,9 @@ func listOwners(ctx context.Context, out io.Writer, nss []corev1.Namespace, chec
 		}
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CREATOR\tUID\tSTATE\tNAMESPACES\tGITHUB LOGIN\tDETAIL")
+	_, _ = fmt.Fprintln(w, "CREATOR\tUID\tSTATE\tNAMESPACES\tGITHUB LOGIN\tDETAIL")
 	for _, c := range creators {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Username, c.UID, c.State, strings.Join(c.Namespaces, ","), dash(c.Login), c.Detail)
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Username, c.UID, c.State, strings.Join(c.Namespaces, ","), dash(c.Login), c.Detail)
 	}
 	return w.Flush()
 }

@@ -72,9 +72,9 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	if o.user == "" {
-		fmt.Fprintf(out, "%s: %d templates\n", o.file, len(tp.List()))
+		_, _ = fmt.Fprintf(out, "%s: %d templates\n", o.file, len(tp.List()))
 		for _, t := range tp.List() {
-			fmt.Fprintf(out, "  %s: %s, %d objects\n", t.Name, limits(t), len(t.Render("x")))
+			_, _ = fmt.Fprintf(out, "  %s: %s, %d objects\n", t.Name, limits(t), len(t.Render("x")))
 		}
 		return nil
 	}
@@ -89,9 +89,9 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 	if t == nil {
 		return &exitError{code: 1, err: fmt.Errorf("no template fits %s: its namespaces get no objects, names or limits", o.user)}
 	}
-	fmt.Fprintf(out, "template: %s\nlimits: %s\n", t.Name, limits(t))
+	_, _ = fmt.Fprintf(out, "template: %s\nlimits: %s\n", t.Name, limits(t))
 	if len(t.Names) > 0 {
-		fmt.Fprintf(out, "allowed names: %s\n", strings.Join(t.AllowedNames(c), ", "))
+		_, _ = fmt.Fprintf(out, "allowed names: %s\n", strings.Join(t.AllowedNames(c), ", "))
 	}
 	ns := o.namespace
 	if ns == "" {
@@ -102,7 +102,7 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "---\n%s", b)
+		_, _ = fmt.Fprintf(out, "---\n%s", b)
 	}
 	if o.namespace != "" {
 		if p := namespacetemplate.Reserved(o.namespace); p != "" {
@@ -111,7 +111,7 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 		if !t.NameAllowed(o.namespace, c) {
 			return &exitError{code: 1, err: fmt.Errorf("namespace %q is not allowed by template %q; allowed names for you: %s", o.namespace, t.Name, strings.Join(t.AllowedNames(c), ", "))}
 		}
-		fmt.Fprintf(out, "# namespace %q is allowed\n", o.namespace)
+		_, _ = fmt.Fprintf(out, "# namespace %q is allowed\n", o.namespace)
 	}
 	return nil
 }

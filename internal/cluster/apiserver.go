@@ -73,7 +73,7 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 	}
 	etcdLog, err := os.OpenFile(filepath.Join(cfg.WorkDir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, err
 	}
 
@@ -118,8 +118,8 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 
 	if _, err := env.Start(); err != nil {
 		_ = env.Stop()
-		logFile.Close()
-		etcdLog.Close()
+		_ = logFile.Close()
+		_ = etcdLog.Close()
 		return nil, fmt.Errorf("start kube-apiserver: %w\n--- kube-apiserver log (end) ---\n%s", err, tailFile(logPath, 4000))
 	}
 	a := &APIServer{

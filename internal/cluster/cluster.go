@@ -267,7 +267,7 @@ func WaitForAggregation(ctx context.Context, cfg *rest.Config, name string) erro
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ClusterRole %s has no rules yet (err %v): %w", name, err, ctx.Err())
+			return fmt.Errorf("ClusterRole %s has no rules yet (err %w): %w", name, err, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -116,7 +116,7 @@ func (o *Octogate) waitReady(ctx context.Context) error {
 		resp, err := client.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
@@ -125,9 +125,9 @@ func (o *Octogate) waitReady(ctx context.Context) error {
 		last = err
 		select {
 		case <-o.proc.Done():
-			return fmt.Errorf("octogate exited before it was ready: %v", o.proc.ExitErr())
+			return fmt.Errorf("octogate exited before it was ready: %w", o.proc.ExitErr())
 		case <-ctx.Done():
-			return fmt.Errorf("octogate not ready at %s/readyz: %v (last: %v)", o.URL(), ctx.Err(), last)
+			return fmt.Errorf("octogate not ready at %s/readyz: %w (last: %w)", o.URL(), ctx.Err(), last)
 		case <-tick.C:
 		}
 	}
@@ -158,6 +158,6 @@ func FreePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -34,13 +34,13 @@ func StartProcess(name, path string, args, env []string, logPath string) (*Proce
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(p.done)
 	}()
 	return p, nil

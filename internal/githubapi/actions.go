@@ -84,7 +84,7 @@ func (i *ActionsIssuer) startLocked(addr string) error {
 		return err
 	}
 	hts := httptest.NewUnstartedServer(i.Handler())
-	hts.Listener.Close()
+	_ = hts.Listener.Close()
 	hts.Listener = l
 	hts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if i.tls {

@@ -20,7 +20,7 @@ func getJSON(t *testing.T, c *http.Client, url, bearer string, v any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestActionsIssuer(t *testing.T) {
 	if code := getJSON(t, c, job["ACTIONS_ID_TOKEN_REQUEST_URL"]+"&audience=aud-x", job["ACTIONS_ID_TOKEN_REQUEST_TOKEN"], &answer); code != http.StatusOK {
 		t.Fatalf("HTTP %d", code)
 	}
-	jws, err := jose.ParseSigned(answer.Value, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(answer.Value, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func get(t *testing.T, s *Server, path, tok, ifNoneMatch string) (*http.Response
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)

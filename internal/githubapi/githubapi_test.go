@@ -304,7 +304,7 @@ func TestDeviceFlow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			b, _ := io.ReadAll(resp.Body)
 			v, _ := url.ParseQuery(string(b))
 			return v

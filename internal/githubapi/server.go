@@ -136,7 +136,7 @@ func (s *Server) startLocked(addr string) error {
 		return err
 	}
 	hts := httptest.NewUnstartedServer(s.Handler())
-	hts.Listener.Close()
+	_ = hts.Listener.Close()
 	hts.Listener = l
 	// Handshakes cut by Stop or refused by untrusting clients are expected in tests.
 	hts.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -263,7 +263,7 @@ func Serve(ctx context.Context, l net.Listener, fixture Fixture) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := hs.Shutdown(sctx)
-	<-errc
+	<-errc //nolint:errcheck // Serve's error once Shutdown has begun is http.ErrServerClosed
 	return err
 }
 

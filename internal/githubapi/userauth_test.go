@@ -36,7 +36,7 @@ func userStatus(t *testing.T, s *Server, tok string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	return resp.StatusCode
 }
 
@@ -88,7 +88,7 @@ func TestGitHubAppUserTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("status %d, want 200 as GitHub answers", resp.StatusCode)
 			}
@@ -143,7 +143,7 @@ func authorizeRedirect(t *testing.T, authURL string) (int, *url.URL) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusFound {
 		return resp.StatusCode, nil
 	}

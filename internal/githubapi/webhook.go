@@ -93,7 +93,7 @@ func Deliver(ctx context.Context, client *http.Client, url string, secret []byte
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, string(b), nil
 }

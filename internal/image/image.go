@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -209,8 +210,13 @@ func layerTar(binary []byte, mtime time.Time) ([]byte, error) {
 			hdr.Size = 0
 		}
 		if n == "home/nonroot/" {
-			fmt.Sscan(uid, &hdr.Uid)
-			fmt.Sscan(gid, &hdr.Gid)
+			var err error
+			if hdr.Uid, err = strconv.Atoi(uid); err != nil {
+				return nil, fmt.Errorf("image: uid of User %q: %w", User, err)
+			}
+			if hdr.Gid, err = strconv.Atoi(gid); err != nil {
+				return nil, fmt.Errorf("image: gid of User %q: %w", User, err)
+			}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, fmt.Errorf("image: tar %s: %w", n, err)
@@ -233,7 +239,7 @@ func GoBuild(ctx context.Context, moduleDir string, p v1.Platform, version, revi
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	out := filepath.Join(tmp, "octogate")
 	ldflags := fmt.Sprintf("-s -w -buildid= -X main.version=%s -X main.commit=%s", version, revision)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, Package)

@@ -119,7 +119,7 @@ func TestImageFromLayout(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, cf.Config.Labels[k], v)
 		}
 	}
-	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !cf.Created.Time.Equal(testConfig.Created) {
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !cf.Created.Equal(testConfig.Created) {
 		t.Errorf("config os/arch/created = %s/%s/%s", cf.OS, cf.Architecture, cf.Created.Time)
 	}
 
@@ -137,7 +137,7 @@ func TestImageFromLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	var names []string
 	var extracted []byte
 	tr := tar.NewReader(rc)

@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer api.Stop()
+	defer func() { _ = api.Stop() }()
 	r.admin, err = client.New(api.Admin, client.Options{})
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.metricsClient(certsDir); err != nil {
 		return nil, err
 	}
-	defer r.server.Stop()
+	defer func() { _ = r.server.Stop() }()
 
 	want := func(ctx context.Context) error { return r.verify(ctx, t) }
 	if r.report.First, err = r.phase(ctx, "first start", r.server.Start, want, counters{}, 0); err != nil {
@@ -238,7 +238,7 @@ type run struct {
 
 func (r *run) logf(format string, args ...any) {
 	if r.o.Progress != nil {
-		fmt.Fprintf(r.o.Progress, "nsscale: "+format+"\n", args...)
+		_, _ = fmt.Fprintf(r.o.Progress, "nsscale: "+format+"\n", args...)
 	}
 }
 
@@ -312,7 +312,7 @@ func (r *run) phase(ctx context.Context, name string, begin, done func(context.C
 	for tick := time.NewTicker(250 * time.Millisecond); ; {
 		select {
 		case <-ctx.Done():
-			return last.phase(name, time.Since(start)).minus(base), fmt.Errorf("nsscale: %s: not converged after %v (last: %v; writes %d, reconciles %d)", name, r.o.PhaseTimeout, lastErr, last.writes, last.reconciles)
+			return last.phase(name, time.Since(start)).minus(base), fmt.Errorf("nsscale: %s: not converged after %v (last: %w; writes %d, reconciles %d)", name, r.o.PhaseTimeout, lastErr, last.writes, last.reconciles)
 		case <-tick.C:
 		}
 		c, err := r.scrape(ctx)
@@ -438,7 +438,7 @@ func (r *run) scrape(ctx context.Context) (counters, error) {
 	if err != nil {
 		return counters{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return counters{}, fmt.Errorf("/metrics: %s", resp.Status)
 	}

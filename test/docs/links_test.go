@@ -62,7 +62,7 @@ func anchors(t *testing.T, path string) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	out := map[string]bool{}
 	seen := map[string]int{}
 	fenced := false

@@ -53,7 +53,7 @@ func TestServingCertificateRenewal(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		return c.ConnectionState().PeerCertificates[0].Raw, nil
 	}
 	pemDER := func(b []byte) []byte {
@@ -142,7 +142,7 @@ func scrapeExpiry(t *testing.T, addr string, roots *x509.CertPool, name string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func approveWhenShown(ctx context.Context, gh *githubapi.Server, login string) <
 			}
 			select {
 			case <-ctx.Done():
-				out <- approval{err: fmt.Errorf("no device code pending at the stand-in: %v", ctx.Err())}
+				out <- approval{err: fmt.Errorf("no device code pending at the stand-in: %w", ctx.Err())}
 				return
 			case <-tick.C:
 			}

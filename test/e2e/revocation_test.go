@@ -151,7 +151,7 @@ func (r *revocationEnv) authenticated(t *testing.T, o *cluster.Octogate, token s
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var tr struct {
 		Status struct{ Authenticated bool } `json:"status"`
 	}

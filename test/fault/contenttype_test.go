@@ -37,7 +37,7 @@ func TestOneContentTypeRuleOnEveryRoute(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer res.Body.Close()
+				defer func() { _ = res.Body.Close() }()
 				b, _ := io.ReadAll(res.Body)
 				a := answer{code: res.StatusCode, body: b}
 				if tc.wantCode == 415 {

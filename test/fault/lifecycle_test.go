@@ -109,14 +109,14 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		defer close(probed)
 		for ctx.Err() == nil {
 			res, err := probe.Get(o.url + "/readyz")
-			status := "200"
+			var status string
 			switch {
 			case err != nil && isDialError(err):
 				status = "refused"
 			case err != nil:
 				status = "error: " + err.Error()
 			default:
-				res.Body.Close()
+				_ = res.Body.Close()
 				status = fmt.Sprint(res.StatusCode)
 			}
 			if status != "200" && unready.Load() == nil {
@@ -219,7 +219,7 @@ func TestCertRotationUnderLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("handshake: %v", err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		return c.ConnectionState().PeerCertificates[0].SerialNumber
 	}
 

@@ -75,7 +75,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 				}
 				connected.Add(1)
 				start := time.Now()
-				stop := context.AfterFunc(ctx, func() { c.Close() })
+				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 				// One byte, then wait 250 ms for the server to answer or hang up.
 				cut := false
 				for _, b := range request {
@@ -91,7 +91,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 				}
 				stop()
 				held := time.Since(start)
-				c.Close()
+				_ = c.Close()
 				if ctx.Err() != nil {
 					if attackEnd.Sub(start) > heldLimit+time.Second {
 						mu.Lock()
@@ -133,7 +133,7 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 			if err != nil || res.StatusCode != 200 {
 				failures = append(failures, fmt.Sprintf("healthz: %v %v", res, err))
 			} else {
-				res.Body.Close()
+				_ = res.Body.Close()
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -204,7 +204,7 @@ func TestOverload(t *testing.T) {
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
-				c.Close()
+				_ = c.Close()
 			}
 		}
 	}()
@@ -277,7 +277,7 @@ func TestOverload(t *testing.T) {
 				continue
 			}
 			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
+			_ = res.Body.Close()
 			if res.StatusCode != 200 {
 				exempt = append(exempt, fmt.Sprintf("%s: %d", path, res.StatusCode))
 			}

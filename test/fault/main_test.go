@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "fault:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	octogateBin = filepath.Join(dir, "octogate")
 	// The production build, also under -race: the load tests measure what the real binary
 	// withstands, and the race detector would make the server several times slower.
@@ -62,7 +61,7 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "go" // go test puts its own go first in PATH; this is only a clear "not found" otherwise
 }
 
 // The GitHub organization of the test users and the tokens of the users every test has.
@@ -273,18 +272,18 @@ func (o *octogate) dialWarm(cfg *tls.Config) (*rawConn, error) {
 	}
 	rc := &rawConn{Conn: c.(*tls.Conn), br: bufio.NewReader(c)}
 	if _, err := io.WriteString(rc, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, err
 	}
 	res, err := http.ReadResponse(rc.br, nil)
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, err
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
+	_ = res.Body.Close()
 	if res.StatusCode != 200 {
-		c.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("GET /healthz: %s", res.Status)
 	}
 	return rc, nil
@@ -301,7 +300,7 @@ func (c *rawConn) post(path string, body []byte, timeout time.Duration) (answer,
 	if err != nil {
 		return answer{}, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	a := answer{code: res.StatusCode, retryAfter: res.Header.Get("Retry-After")}
 	if a.body, err = io.ReadAll(res.Body); err != nil {
 		return a, err
@@ -363,7 +362,7 @@ func postContext(ctx context.Context, c *http.Client, url string, body []byte) (
 	if err != nil {
 		return answer{}, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	a := answer{code: res.StatusCode, retryAfter: res.Header.Get("Retry-After")}
 	if a.body, err = io.ReadAll(res.Body); err != nil {
 		return a, err
@@ -421,7 +420,7 @@ func (o *octogate) metric(t *testing.T, series string) (float64, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
