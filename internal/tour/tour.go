@@ -4,9 +4,7 @@
 // prints), so the front page cannot show a command the demo's environment does not carry.
 package tour
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // Start is the tour's opening: the shell line that points kubectl at the demo. kubeconfig is
 // the demo's kubeconfig (a context per user, the admin context current); path holds kubectl
@@ -117,16 +115,16 @@ A GitHub Actions deploy (docs/github-actions.md): a job of acme/deploy in enviro
 production, with the environment GitHub gives a job with "permissions: id-token: write".
 In a third shell:
 
+  kubectl --kubeconfig %[5]s --context admin create namespace prod   # the cluster admin, once
   export GITHUB_ACTIONS=true SSL_CERT_FILE=%[1]s
   export ACTIONS_ID_TOKEN_REQUEST_URL='%[2]s'
   export ACTIONS_ID_TOKEN_REQUEST_TOKEN=%[3]s
-  export KUBECONFIG=%[4]s PATH=%[5]s:$PATH
+  export KUBECONFIG=%[4]s PATH=%[6]s:$PATH
   kubectl auth whoami      # github-actions:repo:acme/deploy:environment:production, actor alice
   kubectl -n prod create configmap release --from-literal=version=1.2.3
-                           # allowed by policy rule deploy-production-to-prod (create namespace prod
-                           # first, as the cluster admin)
+                           # allowed by policy rule deploy-production-to-prod
   kubectl -n default get configmaps   # Forbidden: the rule covers namespace prod only
-`, a.CAFile, a.RequestURL, a.RequestToken, a.Kubeconfig, a.Path)
+`, a.CAFile, a.RequestURL, a.RequestToken, a.Kubeconfig, a.AdminKubeconfig, a.Path)
 }
 
 // Revocation is the revocation part of the tour (docs/revocation.md).
