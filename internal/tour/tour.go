@@ -4,7 +4,10 @@
 // prints), so the front page cannot show a command the demo's environment does not carry.
 package tour
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Start is the tour's opening: the shell line that points kubectl at the demo. kubeconfig is
 // the demo's kubeconfig (a context per user, the admin context current); path holds kubectl
@@ -164,7 +167,32 @@ func RevocationTour(r Revocation) string {
   kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # octogate.dev/orphaned-at, orphaned-reason
   kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # now group %[6]s; bob's ConfigMap is still there
   kubectl annotate namespace bob-dev octogate.dev/orphaned-at- octogate.dev/orphaned-reason-   # an admin gives bob-dev back to bob
-`, r.GitHubCA, r.AdminToken, r.GitHubURL, r.Org, r.Delivery, r.OrphanedGroup)
+%[7]s`, r.GitHubCA, r.AdminToken, r.GitHubURL, r.Org, r.Delivery, r.OrphanedGroup, OwnDelivery(r))
+}
+
+// OwnDelivery is the shell lines that sign a member_removed delivery of one's own with
+// openssl and send it with curl: edit body, keep the rest.
+func OwnDelivery(r Revocation) string {
+	body := fmt.Sprintf(`{"action":"member_removed","organization":{"login":"%s","id":%d},"membership":{"state":"active","role":"member","user":{"login":"%s","id":%d,"type":"User"}}}`,
+		r.Org, r.OrgID, r.OwnLogin, r.OwnID)
+	return fmt.Sprintf(`
+  # The org webhook's secret is %[1]s (OCTOGATE_GITHUB_WEBHOOK_SECRET). Sign a delivery of your
+  # own as GitHub does (X-Hub-Signature-256: sha256=HMAC-SHA256 of the body) and send it:
+  secret=%[1]s
+  body='%[2]s'
+  sig=$(printf '%%s' "$body" | openssl dgst -sha256 -hmac "$secret" | sed 's/^.*= //')
+  guid=$(openssl rand -hex 16 | sed 's/^\(.\{8\}\)\(.\{4\}\)\(.\{4\}\)\(.\{4\}\)/\1-\2-\3-\4-/')
+  curl -sS --cacert %[3]s -X POST %[4]s -H 'Content-Type: application/json' -H 'X-GitHub-Event: organization' -H "X-GitHub-Delivery: $guid" -H "X-Hub-Signature-256: sha256=$sig" --data-binary "$body"
+                                                  # {"result":"evicted",...}: %[5]s's cached identity is gone
+`, shellQuote(r.Secret), strings.ReplaceAll(body, "'", `'\''`), r.OctogateCA, r.WebhookURL, r.OwnLogin)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // RateLimit shows the conditional requests that spare the users' GitHub rate limit
