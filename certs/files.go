@@ -10,8 +10,9 @@ import (
 )
 
 // File names written by Set.WriteDir and read by ReadDir. tls.crt/tls.key match the keys of a
-// Kubernetes TLS Secret, so the directory can be loaded with
-// `kubectl create secret generic --from-file=DIR`.
+// Kubernetes TLS Secret, so the files can be loaded with `kubectl create secret generic NAME
+// --from-file=DIR/tls.crt --from-file=DIR/tls.key ...`; name each file, since the names are
+// symlinks (see DataLink) and --from-file=DIR takes regular files only.
 const (
 	CACertFile      = "ca.crt"
 	CAKeyFile       = "ca.key"
