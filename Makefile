@@ -75,8 +75,9 @@ fuzz:
 	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-## demo: a local kube-apiserver using octogate, kubectl as GitHub users (Ctrl-C stops it)
-demo: tools build
+## demo: a local kube-apiserver using octogate, kubectl as GitHub users (Ctrl-C stops it);
+## octogate-demo runs tools/build.sh itself (once; it reuses bin/k8s when up to date)
+demo: build
 	$(GO) build -o bin/octogate-demo ./cmd/octogate-demo
 	@exec bin/octogate-demo -octogate $(CURDIR)/bin/octogate
 

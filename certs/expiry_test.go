@@ -75,7 +75,7 @@ func TestExpiryCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ServingCertFile), other.CertPEM, 0o644); err != nil {
+	if err := writeFiles(dir, []dirFile{{ServingCertFile, other.CertPEM, 0o644}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := gatherExpiry(t, reg)["serving"]; got != other.cert.NotAfter.Unix() {

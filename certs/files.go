@@ -10,8 +10,9 @@ import (
 )
 
 // File names written by Set.WriteDir and read by ReadDir. tls.crt/tls.key match the keys of a
-// Kubernetes TLS Secret, so the directory can be loaded with
-// `kubectl create secret generic --from-file=DIR`.
+// Kubernetes TLS Secret, so the files can be loaded with `kubectl create secret generic NAME
+// --from-file=DIR/tls.crt --from-file=DIR/tls.key ...`; name each file, since the names are
+// symlinks (see DataLink) and --from-file=DIR takes regular files only.
 const (
 	CACertFile      = "ca.crt"
 	CAKeyFile       = "ca.key"
@@ -68,8 +69,9 @@ func Generate(hosts []string) (*Set, error) {
 
 // WriteDir writes the set into dir (created with mode 0755 if missing): certificates with mode
 // 0644, private keys with mode 0600. Unless overwrite is true it writes nothing and returns an
-// error naming the files when any of them already exists. Each file is written to a temporary
-// name and renamed into place, so a reader (or a file watcher) never sees half a file.
+// error naming the files when any of them already exists. The files are written as one
+// version (see DataLink): a reader that resolves DataLink once (ReadPair) sees all the old
+// files or all the new ones, never half a file or a key of another certificate.
 // It returns the paths written, in a fixed order.
 func (s *Set) WriteDir(dir string, overwrite bool) ([]string, error) {
 	files := []struct {
@@ -102,40 +104,16 @@ func (s *Set) WriteDir(dir string, overwrite bool) ([]string, error) {
 				dir, strings.Join(existing, ", "))
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("certs: %w", err)
-	}
+	var write []dirFile
 	paths := make([]string, 0, len(files))
 	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := writeFileAtomic(p, f.data, f.mode); err != nil {
-			return paths, err
-		}
-		paths = append(paths, p)
+		write = append(write, dirFile{name: f.name, data: f.data, mode: f.mode})
+		paths = append(paths, filepath.Join(dir, f.name))
+	}
+	if err := writeFiles(dir, write); err != nil {
+		return nil, err
 	}
 	return paths, nil
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("certs: %w", err)
-	}
-	name := tmp.Name()
-	defer func() { _ = os.Remove(name) }() // no-op once renamed
-	if err := tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("certs: %w", errors.Join(err, tmp.Close()))
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("certs: write %s: %w", path, errors.Join(err, tmp.Close()))
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("certs: write %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		return fmt.Errorf("certs: %w", err)
-	}
-	return nil
 }
 
 // WebhookFiles is what a webhook kubeconfig embeds: the CA that signed the serving

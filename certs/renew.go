@@ -62,8 +62,8 @@ func DueAt(c *x509.Certificate) time.Time {
 //     the old subject, also when client.key is missing, does not parse or does not match;
 //   - with o.CA, ca.crt (and client-ca.crt with o.Client): the same key re-signed.
 //
-// A renewed CA forces no renewal of what it issued. Files are replaced atomically (watchers see
-// whole files). Errors name the file; a tls.crt that cannot be read without o.Hosts is an
+// A renewed CA forces no renewal of what it issued. Files are replaced as versions (see
+// DataLink): a reader resolving DataLink once (ReadPair) sees a certificate with its own key. Errors name the file; a tls.crt that cannot be read without o.Hosts is an
 // ErrNoHosts error.
 func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 	now := o.Now
@@ -97,7 +97,7 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 			if ca, err = ca.Renew(); err != nil {
 				return nil, err
 			}
-			if err := writeFileAtomic(filepath.Join(dir, CACertFile), ca.CertPEM, 0o644); err != nil {
+			if err := writeFiles(dir, []dirFile{{CACertFile, ca.CertPEM, 0o644}}); err != nil {
 				return out, err
 			}
 		}
@@ -147,7 +147,7 @@ func RenewDir(dir string, o RenewOptions) ([]Renewal, error) {
 			if clientCA, err = clientCA.Renew(); err != nil {
 				return out, err
 			}
-			if err := writeFileAtomic(filepath.Join(dir, ClientCACertFile), clientCA.CertPEM, 0o644); err != nil {
+			if err := writeFiles(dir, []dirFile{{ClientCACertFile, clientCA.CertPEM, 0o644}}); err != nil {
 				return out, err
 			}
 		}
@@ -268,10 +268,8 @@ func writePair(dir, certFile, keyFile string, kp KeyPair) (*x509.Certificate, er
 	if err != nil {
 		return nil, fmt.Errorf("certs: %s: %w", certFile, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, keyFile), kp.KeyPEM, 0o600); err != nil {
-		return nil, err
-	}
-	return c[0], writeFileAtomic(filepath.Join(dir, certFile), kp.CertPEM, 0o644)
+	// One version for both: a reader never pairs the new certificate with the old key.
+	return c[0], writeFiles(dir, []dirFile{{keyFile, kp.KeyPEM, 0o600}, {certFile, kp.CertPEM, 0o644}})
 }
 
 // ParseCertificates parses every PEM CERTIFICATE block of b, in order, ignoring other blocks

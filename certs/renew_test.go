@@ -33,6 +33,9 @@ func readAll(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "..") {
+			continue // DataLink and the versions: the names are what a reader reads
+		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package webhooks owns octogate's one HTTPS server: the chi router every webhook is mounted
-// on, TLS (1.2+, serving certificate hot-reloaded from files with controller-runtime's
-// certwatcher, or an in-memory self-signed one for development), the client-certificate
+// on, TLS (1.2+, serving certificate hot-reloaded from files, both read from one version of
+// the directory, or an in-memory self-signed one for development), the client-certificate
 // check kube-apiserver's mTLS needs, and the per-request plumbing every webhook shares: the
 // body limit (1 MiB, or the route's own: /authenticate takes 16 KiB), the max-in-flight limit, panic recovery, one slog line and Prometheus
 // metrics per request, and /healthz, /readyz and /metrics.
@@ -14,5 +14,6 @@
 //     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/).
 //   - A Secret or ConfigMap volume is updated by swapping the `..data` symlink
 //     (https://kubernetes.io/docs/concepts/configuration/secret/#mounted-secrets-are-updated-automatically),
-//     which certwatcher follows by re-watching and polling.
+//     which the reloader follows by watching the directory and polling, and resolves once
+//     per read so that tls.crt and tls.key come from the same version.
 package webhooks

@@ -24,7 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// certwatcher logs through controller-runtime's logger, which complains when never set.
+	// controller-runtime logs through its own logger, which complains when never set.
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
 const (
@@ -41,7 +40,7 @@ const (
 	idleTimeout       = 90 * time.Second
 	maxHeaderBytes    = 64 << 10
 
-	// certPollInterval is how often certwatcher re-reads the serving certificate besides
+	// certPollInterval is how often the serving certificate is re-read besides
 	// reacting to file events, so a missed event still reloads within this interval.
 	certPollInterval = 5 * time.Second
 )
@@ -94,7 +93,7 @@ type Server struct {
 	router            *chi.Mux
 	allow             map[string]string // path -> Allow header for 405 answers
 	tlsConfig         *tls.Config
-	watcher           *certwatcher.CertWatcher // nil with the self-signed certificate
+	watcher           *certReloader // nil with the self-signed certificate
 	requireClientCert bool
 	metrics           *metrics
 

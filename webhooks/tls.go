@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"os"
 
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-
 	"github.com/octogate/octogate/certs"
 )
 
@@ -27,18 +25,17 @@ func (s *Server) setupTLS() error {
 	case s.cfg.TLSCertFile == "" && s.cfg.TLSKeyFile != "":
 		return fmt.Errorf("webhooks: TLSCertFile is empty but TLSKeyFile is %q: set both or neither", s.cfg.TLSKeyFile)
 	case s.cfg.TLSCertFile != "":
-		w, err := certwatcher.New(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("webhooks: TLSCertFile/TLSKeyFile (%s, %s): %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
-		}
-		s.watcher = w.WithWatchInterval(certPollInterval)
-		s.watcher.RegisterCallback(func(c tls.Certificate) {
+		w, err := newCertReloader(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, certPollInterval, s.log, func(c tls.Certificate) {
 			s.certGeneration.Add(1)
 			if c.Leaf != nil {
 				s.log.Info("serving certificate loaded", "cert", s.cfg.TLSCertFile,
 					"subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "notAfter", c.Leaf.NotAfter)
 			}
 		})
+		if err != nil {
+			return fmt.Errorf("webhooks: TLSCertFile/TLSKeyFile (%s, %s): %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
+		}
+		s.watcher = w
 		cfg.GetCertificate = s.watcher.GetCertificate
 	default:
 		ca, err := certs.NewCA("octogate-dev-ca")

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/tour"
 )
 
 // demoAudience is OCTOGATE_ACTIONS_AUDIENCE of the demo's octogate.
@@ -41,24 +42,15 @@ func (a *actionsDemo) writeKubeconfig(ctx context.Context, binary, server, serve
 	return os.WriteFile(path, out, 0o600)
 }
 
-func (a *actionsDemo) printTour(bin string) {
+// tour is the Actions part of the tour; adminKubeconfig is the demo's kubeconfig, whose
+// admin context creates namespace prod, path holds kubectl and octogate.
+func (a *actionsDemo) tour(adminKubeconfig, path string) string {
 	job := a.issuer.WorkflowEnv(githubapi.Workflow{
 		Repository: "acme/deploy", RepositoryID: 74, OwnerID: 2001, Environment: "production",
 		Actor: "alice", ActorID: 1001, RunID: 4242, SHA: "0123abc",
 	})
-	fmt.Printf(`
-A GitHub Actions deploy (docs/github-actions.md): a job of acme/deploy in environment
-production, with the environment GitHub gives a job with "permissions: id-token: write".
-In a third shell:
-
-  export GITHUB_ACTIONS=true SSL_CERT_FILE=%s
-  export ACTIONS_ID_TOKEN_REQUEST_URL='%s'
-  export ACTIONS_ID_TOKEN_REQUEST_TOKEN=%s
-  export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl auth whoami      # github-actions:repo:acme/deploy:environment:production, actor alice
-  kubectl -n prod create configmap release --from-literal=version=1.2.3
-                           # allowed by policy rule deploy-production-to-prod (create namespace prod
-                           # first, as the cluster admin)
-  kubectl -n default get configmaps   # Forbidden: the rule covers namespace prod only
-`, a.caFile, job["ACTIONS_ID_TOKEN_REQUEST_URL"], job["ACTIONS_ID_TOKEN_REQUEST_TOKEN"], a.kubeconfig, bin)
+	return tour.ActionsDeploy(tour.Actions{
+		CAFile: a.caFile, RequestURL: job["ACTIONS_ID_TOKEN_REQUEST_URL"], RequestToken: job["ACTIONS_ID_TOKEN_REQUEST_TOKEN"],
+		Kubeconfig: a.kubeconfig, AdminKubeconfig: adminKubeconfig, Path: path,
+	})
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/octogate/octogate/internal/cluster"
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/tour"
 )
 
 func main() {
@@ -104,8 +105,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		// Self-service namespaces: quotas, names and limits per creator (docs/namespaces.md).
 		OctogateEnv: []string{"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + filepath.Join(root, "examples", "namespace-templates.yaml")},
 	}
-	var githubURL string // the stand-in's web URL, for the "login" context
-	var doctor string    // the tour's `octogate doctor` line (stand-in only)
+	var githubURL string // the stand-in's web URL, for the "login", "carol" and "dave" contexts
 	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
@@ -137,8 +137,6 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		// its device codes as alice after a few polls, as a person would.
 		gh.SetDeviceFlow(githubapi.DeviceFlow{ClientID: demoClientID, ApproveAs: "alice", PendingPolls: 3, GitHubApp: true})
 		githubURL = strings.TrimSuffix(gh.URL(), "/")
-		doctor = fmt.Sprintf("GITHUB_TOKEN=%s %s doctor --github-url %s --github-ca-file %s --github-orgs %s",
-			cluster.CarolToken, binary, strings.TrimSuffix(gh.URL(), "/"), cfg.GitHubCAFile, cfg.Orgs[0])
 		cfg.OctogateEnv = append(cfg.OctogateEnv, revocationEnv...)
 		standin = gh
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
@@ -175,8 +173,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		users = []cluster.KubeconfigUser{
 			{Name: "alice", Token: cluster.AliceToken},
 			{Name: "bob", Token: cluster.BobToken},
-			{Name: "carol", Token: cluster.CarolToken},
-			{Name: "dave", Token: cluster.DaveToken},
+			tokenUser("carol", cluster.CarolToken, binary, githubURL, cfg.GitHubCAFile, cfg.Orgs[0]),
+			tokenUser("dave", cluster.DaveToken, binary, githubURL, cfg.GitHubCAFile, cfg.Orgs[0]),
 			loginUser(binary, githubURL, cfg.GitHubCAFile, work),
 		}
 	}
@@ -196,21 +194,28 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		defer func() { _ = os.Remove(actionsKubeconfig) }()
 	}
 
-	// binDir (bin/k8s or OCTOGATE_K8S_BIN) has kubectl; bin has octogate, for `octogate
-	// namespaces`, `octogate doctor` and the kubeconfigs' exec credential.
-	path := binDir + ":" + filepath.Join(root, "bin")
-	printTour(kubeconfig, path, work, realGitHub, doctor)
+	// binDir (bin/k8s or OCTOGATE_K8S_BIN) has kubectl; the binary's directory (bin, with
+	// make demo) has octogate, for `octogate namespaces`, `octogate doctor` and the
+	// kubeconfigs' exec credential.
+	path := binDir + ":" + filepath.Dir(binary)
+	fmt.Print(tour.Start(kubeconfig, path))
+	if realGitHub {
+		fmt.Print(tour.RealGitHub())
+	} else {
+		fmt.Print(tour.Standin())
+	}
+	fmt.Print(tour.End(work))
 	if !realGitHub {
-		printHardeningTour(binary, work)
+		fmt.Print(tour.Hardening(binary, work))
 	}
 	if actions != nil {
-		actions.printTour(path)
+		fmt.Print(actions.tour(kubeconfig, path))
 	}
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
-	printRateLimitTour(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt"))
-	printCertsTour(binary, c.CertsDir, c.Octogate.URL())
+	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
+	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -235,6 +240,22 @@ func loginUser(binary, githubURL, caFile, work string) cluster.KubeconfigUser {
 		Args:            []string{"credential", "--client-id", demoClientID, "--github-url", githubURL, "--github-ca-file", caFile, "--device"},
 		Env:             []clientcmdapi.ExecEnvVar{{Name: "XDG_CACHE_HOME", Value: filepath.Join(work, "login-cache")}, {Name: "GITHUB_TOKEN", Value: ""}},
 		InteractiveMode: clientcmdapi.IfAvailableExecInteractiveMode,
+	}}
+}
+
+// tokenUser is a kubeconfig user whose `octogate credential` sends a fixed token (its exec
+// env's GITHUB_TOKEN) and carries the server's orgs and the stand-in's URL, so that
+// `octogate doctor --context NAME` checks that token with the server's rules and no flags.
+func tokenUser(name, token, binary, githubURL, caFile, orgs string) cluster.KubeconfigUser {
+	return cluster.KubeconfigUser{Name: name, Exec: &clientcmdapi.ExecConfig{
+		APIVersion: "client.authentication.k8s.io/v1",
+		Command:    binary,
+		Args:       []string{"credential", "--github-url", githubURL, "--github-ca-file", caFile},
+		Env: []clientcmdapi.ExecEnvVar{
+			{Name: "GITHUB_TOKEN", Value: token},
+			{Name: "OCTOGATE_GITHUB_ORGS", Value: orgs},
+		},
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 	}}
 }
 
@@ -273,97 +294,4 @@ rules:
 ` + strings.Join(subjects, "\n") + `
   resourceRules: [{verbs: [create], apiGroups: [""], resources: [namespaces]}]
 `
-}
-
-// printHardeningTour shows what octogate refuses: the policy CLI deciding as kube-apiserver
-// does for a Namespace object, and an oversized token refused before any GitHub call.
-func printHardeningTour(octogate, work string) {
-	fmt.Printf(`
-What octogate refuses (docs/configuration.md):
-
-  kubectl --context bob get namespace kube-system # Forbidden: a Namespace object's namespace is its own name
-  %[1]s policy check --file %[2]s/policy.yaml --user github:bob:1002 --group github:acme \
-      --verb get --resource namespaces --name kube-system   # Deny, the same rule kube-apiserver applied
-  kubectl --context carol --token "ghp_$(head -c 100000 /dev/zero | tr '\0' A)" get namespaces
-                                                  # Unauthorized; octogate.log: /authenticate 413, no GitHub call
-  OCTOGATE_GITHUB_ORGS=acme=2001 OCTOGATE_USERNAME_PREFIX=system: %[1]s serve
-                                                  # refused at start: system: is reserved by Kubernetes
-`, octogate, work)
-}
-
-func printTour(kubeconfig, bin, work string, realGitHub bool, doctor string) {
-	fmt.Printf(`
-octogate is running. In another shell:
-
-  export KUBECONFIG=%s PATH=%s:$PATH
-`, kubeconfig, bin)
-	if realGitHub {
-		fmt.Print(`
-  kubectl --context me auth whoami                # your GitHub login, id and org/team groups
-  kubectl --context me create namespace my-dev    # allowed for members of the configured orgs
-  kubectl get namespace my-dev -o yaml            # octogate.dev/creator annotations (admin context)
-  kubectl -n my-dev get rolebinding octogate-owner
-  kubectl --context me -n kube-system get pods    # Forbidden by rule no-one-else-in-system-namespaces
-`)
-	} else {
-		fmt.Print(`
-  kubectl --context alice auth whoami             # github:alice:1001 (login:id), groups github:acme and github:acme/platform-admins
-  kubectl --context bob create namespace bob-dev  # allowed by policy rule members-create-namespaces
-  kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # creator github:bob:1002
-  kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # bob is admin of bob-dev
-  kubectl --context bob -n bob-dev create configmap hello --from-literal=greeting=hi
-  kubectl --context bob -n kube-system get pods   # Forbidden: octogate: rule no-one-else-in-system-namespaces
-  kubectl --context bob auth can-i create configmaps -n kube-public   # no
-  kubectl --context alice annotate namespace bob-dev octogate.dev/creator=github:alice:1001 --overwrite
-                                                  # denied by the validating webhook, even for a platform admin
-  kubectl --context carol get namespaces          # error: You must be logged in (carol is not in acme)
-  kubectl --context dave get namespaces           # same: dave's invitation to acme is still pending
-
-  kubectl --context login auth whoami             # octogate credential: a device code (the stand-in approves it as
-                                                  # alice after ~3 s); the 8-hour GitHub App token is cached and refreshed
-  for i in 1 2 3 4 5; do kubectl --context login get ns >/dev/null & done; wait   # no prompt: the cache serves all
-  # On a laptop with a browser, real GitHub: octogate credential --browser (see docs/login.md)
-
-  # Self-service namespaces (examples/namespace-templates.yaml, docs/namespaces.md)
-  kubectl --context bob create namespace web      # denied: allowed names for you: bob-*, web-*
-  kubectl -n bob-dev get resourcequota,limitrange,networkpolicy   # from template "members"
-  kubectl --context bob get namespaces -l octogate.dev/creator-uid=1002   # bob lists his own
-  octogate namespaces --context bob               # the same, uid found with SelfSubjectReview
-  kubectl --context bob get namespaces            # Forbidden without the selector
-  kubectl --context bob create namespace bob-2 && kubectl --context bob create namespace bob-3
-  kubectl --context bob create namespace bob-4    # denied: github:bob:1002 owns 3 of the 3 namespaces ...
-  kubectl --context bob delete namespace bob-3    # owners may delete their own namespaces
-  kubectl --context bob annotate namespace bob-2 octogate.dev/owner-teams=acme/web   # team web co-owns it
-  kubectl --context bob get namespaces -l octogate.dev/owner-team.acme.web           # listed by the team's label
-  kubectl --context bob label namespace bob-2 pod-security.kubernetes.io/enforce=privileged   # denied: owners change only owner-teams
-`)
-		fmt.Printf("  %s\n                                                  # why carol is refused: [not_member], what it means, what to do\n", doctor)
-	}
-	fmt.Printf(`
-The current context is the cluster admin (system:masters, never sent to octogate).
-Logs: %s/{octogate,kube-apiserver,kube-controller-manager}.log
-Ctrl-C stops everything and removes this state.
-`, work)
-}
-
-// printRateLimitTour shows the conditional requests that spare the users' GitHub rate limit
-// (docs/performance.md, "GitHub rate limit").
-func printRateLimitTour(addr, caFile string) {
-	fmt.Printf(`
-After a minute or two of kubectl calls, octogate revalidates identities with conditional
-requests; GitHub's 304 answers cost the user no rate limit:
-
-  curl -s --cacert %s https://%s/metrics | grep octogate_github_requests_total   # code="304"
-`, caFile, addr)
-}
-
-// printCertsTour shows certificate renewal (docs/install.md, "Certificates").
-func printCertsTour(binary, certsDir, octogateURL string) {
-	fmt.Printf(`
-Certificates (docs/install.md):
-
-  %[1]s certs renew --dir %[2]s            # nothing is due yet
-  %[1]s certs renew --dir %[2]s --force    # a new serving certificate; octogate serves it within seconds
-  curl -s --cacert %[2]s/ca.crt %[3]s/metrics | grep octogate_certificate_expiry
-`, binary, certsDir, octogateURL)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/octogate/octogate/internal/tour"
 )
 
 // docCommand is one octogate invocation shown in the documentation.
@@ -173,31 +175,61 @@ func TestDocumentedCommandsMatchTheCLI(t *testing.T) {
 	}
 	total := 0
 	for _, file := range files {
-		for _, c := range octogateCommands(t, file) {
-			total++
-			if len(c.args) > 0 && (c.args[0] == "..." || strings.HasPrefix(c.args[0], "<")) {
-				continue // "octogate ..." stands for any subcommand
-			}
-			cmd, rest, err := newRootCmd().Find(c.args)
-			if err != nil {
-				t.Errorf("%s: octogate %s: %v", c.where, strings.Join(c.args, " "), err)
-				continue
-			}
-			if cmd.HasSubCommands() && !cmd.Runnable() {
-				t.Errorf("%s: octogate %s: %q needs a subcommand", c.where, strings.Join(c.args, " "), cmd.CommandPath())
-				continue
-			}
-			for _, a := range rest {
-				if err := checkFlag(cmd, a); err != nil {
-					t.Errorf("%s: octogate %s: %v", c.where, strings.Join(c.args, " "), err)
-				}
-			}
-		}
+		total += checkCommands(t, file)
 	}
 	if total == 0 {
 		t.Fatal("found no octogate command in the docs: the extraction is broken")
 	}
 	t.Logf("%d documented octogate commands checked in %d files", total, len(files))
+}
+
+// TestDemoTourCommandsMatchTheCLI checks the octogate commands the demo prints (internal/tour)
+// as TestDocumentedCommandsMatchTheCLI checks the docs'.
+func TestDemoTourCommandsMatchTheCLI(t *testing.T) {
+	const bin, dir = "/repo/bin/octogate", "/tmp/octogate-demo-1"
+	text := tour.Start("/repo/demo/kubeconfig", "/repo/bin/k8s:/repo/bin") + tour.Standin() + tour.RealGitHub() +
+		tour.Hardening(bin, dir) + tour.Certs(bin, dir+"/certs", "https://127.0.0.1:8443")
+	// The commands are the indented lines; the others are prose.
+	var block []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "  ") {
+			block = append(block, l)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "tour.md")
+	if err := os.WriteFile(path, []byte("```sh\n"+strings.Join(block, "\n")+"\n```\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkCommands(t, path); n < 5 {
+		t.Fatalf("found %d octogate commands in the demo's tour: the extraction is broken", n)
+	}
+}
+
+// checkCommands checks the octogate commands of one Markdown file and returns their number.
+func checkCommands(t *testing.T, file string) int {
+	t.Helper()
+	total := 0
+	for _, c := range octogateCommands(t, file) {
+		total++
+		if len(c.args) > 0 && (c.args[0] == "..." || strings.HasPrefix(c.args[0], "<")) {
+			continue // "octogate ..." stands for any subcommand
+		}
+		cmd, rest, err := newRootCmd().Find(c.args)
+		if err != nil {
+			t.Errorf("%s: octogate %s: %v", c.where, strings.Join(c.args, " "), err)
+			continue
+		}
+		if cmd.HasSubCommands() && !cmd.Runnable() {
+			t.Errorf("%s: octogate %s: %q needs a subcommand", c.where, strings.Join(c.args, " "), cmd.CommandPath())
+			continue
+		}
+		for _, a := range rest {
+			if err := checkFlag(cmd, a); err != nil {
+				t.Errorf("%s: octogate %s: %v", c.where, strings.Join(c.args, " "), err)
+			}
+		}
+	}
+	return total
 }
 
 // checkFlag reports an argument that looks like a flag the command does not define.

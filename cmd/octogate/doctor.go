@@ -60,23 +60,29 @@ kubectl itself only says "You must be logged in to the server" for a refused tok
 
 The GitHub URL, orgs and token types come from the flags, else OCTOGATE_GITHUB_URL,
 OCTOGATE_GITHUB_ORGS and OCTOGATE_GITHUB_TOKEN_TYPES, else the current kubeconfig user written
-by "octogate kubeconfig user". The token itself is never printed.
+by "octogate kubeconfig user". When that user's exec env sets GITHUB_TOKEN, its value is the
+token, as kubectl would run the plugin ("octogate doctor --context carol" checks what
+"kubectl --context carol" sends). The token itself is never printed.
 
 Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := flags.or(settingsFromEnv(os.Getenv))
-			if s.orgs == "" || s.githubURL == "" || s.clientID == "" || s.githubCAFile == "" || s.tokenTypes == "" {
-				exec, err := kubeconfigExec(kubeconfig, kubeContext)
-				if err != nil && s.orgs == "" {
-					return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%w)", envGitHubOrgs, err)}
-				}
-				s = s.or(settingsFromExec(exec))
+			token := tokenSetting{value: os.Getenv(envGitHubToken), source: string(credential.SourceEnv)}
+			user, exec, err := kubeconfigExec(kubeconfig, kubeContext)
+			if err != nil && s.orgs == "" {
+				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%w)", envGitHubOrgs, err)}
+			}
+			s = s.or(settingsFromExec(exec))
+			if v, ok := execEnv(exec, envGitHubToken); ok {
+				// kubectl runs the plugin with its env over the caller's: the token of this
+				// context is the kubeconfig's, not the shell's.
+				token = tokenSetting{value: v, source: string(credential.SourceEnv) + " of kubeconfig user " + user}
 			}
 			if s.orgs == "" {
 				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs, set %s, or use a kubeconfig from \"octogate kubeconfig user --github-orgs\"", envGitHubOrgs)}
 			}
-			return runDoctor(cmd, s, timeout)
+			return runDoctor(cmd, s, token, timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -95,7 +101,10 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 	return cmd
 }
 
-func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) error {
+// tokenSetting is the GITHUB_TOKEN the doctor checks and where it was set.
+type tokenSetting struct{ value, source string }
+
+func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout time.Duration) error {
 	out := cmd.OutOrStdout()
 	apiURL, err := doctorAPIURL(s)
 	if err != nil {
@@ -122,7 +131,7 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) erro
 		GitHubCAFile: s.githubCAFile,
 		ClientID:     s.clientID,
 		ClientSecret: s.clientSecret,
-		GitHubToken:  os.Getenv(envGitHubToken),
+		GitHubToken:  token.value,
 		Prompt:       cmd.ErrOrStderr(),
 	})
 	if err != nil {
@@ -132,7 +141,11 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, timeout time.Duration) erro
 	if err != nil {
 		return &exitError{code: doctorUsage, err: oneLine(err)}
 	}
-	_, _ = fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), tok.Source)
+	source := string(tok.Source)
+	if tok.Source == credential.SourceEnv {
+		source = token.source
+	}
+	_, _ = fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), source)
 	_, _ = fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
 	id, err := lookup.Lookup(cmd.Context(), tok.Value)
 	return reportDoctor(out, id, err)
@@ -230,27 +243,40 @@ func (s doctorSettings) or(d doctorSettings) doctorSettings {
 	}
 }
 
-// kubeconfigExec is the exec plugin of the context's user, from the kubeconfig kubectl would
-// use (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
-func kubeconfigExec(path, context string) (*clientcmdapi.ExecConfig, error) {
+// execEnv is the value exec's env gives name, and whether it names it at all.
+func execEnv(exec *clientcmdapi.ExecConfig, name string) (string, bool) {
+	if exec == nil {
+		return "", false
+	}
+	for _, e := range exec.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// kubeconfigExec is the name and the exec plugin of the context's user, from the kubeconfig
+// kubectl would use (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+func kubeconfigExec(path, context string) (string, *clientcmdapi.ExecConfig, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
 	}
 	cfg, err := rules.Load()
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if context == "" {
 		context = cfg.CurrentContext
 	}
 	ctx := cfg.Contexts[context]
 	if ctx == nil {
-		return nil, fmt.Errorf("kubeconfig has no context %q", context)
+		return "", nil, fmt.Errorf("kubeconfig has no context %q", context)
 	}
 	user := cfg.AuthInfos[ctx.AuthInfo]
 	if user == nil || user.Exec == nil {
-		return nil, errors.New("the kubeconfig user does not log in with \"octogate credential\"")
+		return ctx.AuthInfo, nil, errors.New("the kubeconfig user does not log in with \"octogate credential\"")
 	}
-	return user.Exec, nil
+	return ctx.AuthInfo, user.Exec, nil
 }

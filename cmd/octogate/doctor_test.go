@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/octogate/octogate/internal/githubapi"
 )
 
@@ -110,6 +113,35 @@ func TestDoctorCommand(t *testing.T) {
 		out, code = runOctogate(t, stderr, "doctor")
 		if code != 1 || !strings.Contains(out, "reason:   token_type_refused") {
 			t.Fatalf("token types from the kubeconfig not applied: exit %d:\n%s", code, out)
+		}
+	})
+
+	t.Run("the context's user selects the token: GITHUB_TOKEN of its exec env", func(t *testing.T) {
+		isolate(t)
+		t.Setenv(envGitHubToken, "gho_doctor_alice") // the shell's token; kubectl would not send it
+		kc := clientcmdapi.NewConfig()
+		kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:6443"}
+		kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: "admin-token"}
+		kc.AuthInfos["carol"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+			APIVersion: "client.authentication.k8s.io/v1", Command: "octogate",
+			Args: []string{"credential", "--github-url", web},
+			Env:  []clientcmdapi.ExecEnvVar{{Name: envGitHubToken, Value: "gho_doctor_carol"}, {Name: envGitHubOrgs, Value: "acme=2001"}},
+		}}
+		kc.Contexts["admin"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "admin"}
+		kc.Contexts["carol"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "carol"}
+		kc.CurrentContext = "admin"
+		path := filepath.Join(t.TempDir(), "config")
+		if err := clientcmd.WriteToFile(*kc, path); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("KUBECONFIG", path)
+		stderr := &syncBuffer{}
+		out, code := runOctogate(t, stderr, "doctor", "--context", "carol")
+		if code != 1 || !strings.Contains(out, "reason:   not_member") || !strings.Contains(out, "from GITHUB_TOKEN of kubeconfig user carol") {
+			t.Fatalf("exit %d, want 1 not_member with carol's token:\n%s\n%s", code, out, stderr)
+		}
+		if strings.Contains(out+stderr.String(), "gho_doctor_carol") {
+			t.Errorf("the token is printed:\n%s%s", out, stderr)
 		}
 	})
 }

@@ -66,7 +66,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		// Says which REST base the URL resolved to: "api/v3/" may have been appended.
 		log.Info("GitHub REST API", "base", base.String(), "configured", cfg.GitHubAPIURL)
 	}
-	// controller-runtime pieces (certwatcher, the manager) log through logr.
+	// controller-runtime pieces (the manager) log through logr.
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
 	var actions *actionsoidc.Verifier
