@@ -25,6 +25,18 @@ import (
 // Path is where the route is mounted.
 const Path = "/github/webhook"
 
+// The content types a GitHub webhook may be configured with
+// (https://docs.github.com/webhooks/using-webhooks/creating-webhooks): the JSON payload as the
+// body, or a form whose payload field holds it. The route is mounted with both
+// (webhooks.WithMediaTypes(MediaTypes()...)).
+const (
+	MediaTypeJSON = "application/json"
+	MediaTypeForm = "application/x-www-form-urlencoded"
+)
+
+// MediaTypes are the media types POST /github/webhook takes: MediaTypeJSON and MediaTypeForm.
+func MediaTypes() []string { return []string{MediaTypeJSON, MediaTypeForm} }
+
 // DefaultDeliveries is how many X-GitHub-Delivery ids are remembered to recognise redeliveries.
 const DefaultDeliveries = 10000
 
@@ -195,8 +207,8 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 		return nil, http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body and the configured secret"
 	}
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || (ct != "application/json" && ct != "application/x-www-form-urlencoded") {
-		return nil, http.StatusUnsupportedMediaType, "Content-Type must be application/json or application/x-www-form-urlencoded"
+	if err != nil || (ct != MediaTypeJSON && ct != MediaTypeForm) {
+		return nil, http.StatusUnsupportedMediaType, "Content-Type must be " + MediaTypeJSON + " or " + MediaTypeForm
 	}
 	// ValidatePayload reads r.Body; give it the bytes already read.
 	r.Body = io.NopCloser(bytes.NewReader(body))

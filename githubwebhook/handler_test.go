@@ -233,6 +233,37 @@ func TestWrongContentTypeIs415(t *testing.T) {
 	}
 }
 
+// GitHub signs the exact bytes it sends: for a form-encoded delivery that is the form, not the
+// JSON in its payload field. A form signed over the JSON is refused and changes nothing.
+func TestFormDeliveryIsSignedOverTheRawForm(t *testing.T) {
+	e := newEnv(t)
+	payload := githubapi.OrganizationPayload("member_removed", acme, bob, admin)
+	form, ct := githubapi.Delivery{Form: true, Payload: payload}.Body()
+	for _, tc := range []struct {
+		name       string
+		signed     []byte
+		wantStatus int
+	}{
+		{"signed over the JSON in the payload field", payload, http.StatusUnauthorized},
+		{"signed over the form as sent", form, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(form))
+			req.Header.Set("Content-Type", ct)
+			req.Header.Set("X-GitHub-Event", "organization")
+			req.Header.Set("X-Hub-Signature-256", githubapi.Sign(secret, tc.signed))
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("got %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+		})
+	}
+	if got := e.rev.targets(); !slices.Equal(got, []string{userT("1002")}) {
+		t.Fatalf("revoked %v, want bob once (by the delivery signed over the form)", got)
+	}
+}
+
 func TestRedeliveryChangesNothingTwice(t *testing.T) {
 	e := newEnv(t)
 	d := githubapi.Delivery{Event: "organization", ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",

@@ -44,3 +44,16 @@ func BenchmarkRouteOverhead(b *testing.B) {
 		})
 	}
 }
+
+// The default route's Content-Type check costs no allocation for what kube-apiserver sends.
+func TestJSONContentTypeCheckDoesNotAllocate(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if matchMediaType(h.Get("Content-Type"), jsonOnly) != MediaTypeJSON {
+			t.Fatal("application/json refused")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per check, want 0", allocs)
+	}
+}

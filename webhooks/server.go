@@ -190,7 +190,8 @@ func New(cfg Config) (*Server, error) {
 // Call it before Run; it panics afterwards or with an empty webhook name (programming errors).
 //
 // Options change the route: WithMaxBodyBytes sets its own body limit, WithoutClientCert
-// exempts it from the client-certificate requirement.
+// exempts it from the client-certificate requirement, WithMediaTypes sets the media types it
+// takes (application/json only unless set).
 func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOption) {
 	if s.started.Load() {
 		panic("webhooks: Handle called after Run")
@@ -209,6 +210,10 @@ func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOptio
 	for _, o := range opts {
 		o(rt)
 	}
+	if rt.mediaTypes == nil {
+		rt.mediaTypes = jsonOnly
+	}
+	rt.wrongType = "Content-Type must be " + mediaTypeWords(rt.mediaTypes)
 	rt.tooLarge = "request body larger than " + bodyLimitText(rt.maxBody)
 	s.router.Method(http.MethodPost, path, rt)
 	s.allow[path] = http.MethodPost
