@@ -133,6 +133,8 @@ type answer struct {
 	Orphaned  int    `json:"orphaned,omitempty"`
 	Delivery  string `json:"delivery,omitempty"`
 	EventName string `json:"event,omitempty"`
+	// cause is the internal error behind an "error" result, logged and never answered.
+	cause error
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +147,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.LogAttrs(r.Context(), slog.LevelInfo, "GitHub webhook delivery",
 		slog.String("delivery", delivery), slog.String("event", ev.event), slog.String("action", ev.action),
 		slog.String("result", a.Result), slog.String("subject", ev.subject),
-		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message))
+		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message),
+		slog.String("error", errText(a.cause)))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -233,8 +236,11 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 		a.Orphaned = n
 		if err != nil {
 			// Cached identities are gone already; orphaning is retried when GitHub redelivers
-			// (the delivery id is not remembered) and by the periodic membership check.
-			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, Message: "orphaning the namespaces failed: " + err.Error()}, http.StatusInternalServerError
+			// (the delivery id is not remembered) and by the periodic membership check. The
+			// cause (a Kubernetes API error, which may name its address) is logged, not
+			// answered: GitHub shows the answer to whoever can see the webhook's deliveries.
+			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, cause: err,
+				Message: "orphaning the namespaces failed; redeliver this delivery to retry"}, http.StatusInternalServerError
 		}
 	}
 	switch d.result {
@@ -245,6 +251,14 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 		return a, http.StatusOK
 	}
 	return a, http.StatusOK
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // jsonProblem names what is wrong with a payload without quoting it.

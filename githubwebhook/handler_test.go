@@ -286,10 +286,16 @@ func TestRedeliveryChangesNothingTwice(t *testing.T) {
 
 func TestFailedOrphaningIsRetriedOnRedelivery(t *testing.T) {
 	e := newEnv(t)
-	e.orph.err = errors.New("apiserver unavailable")
+	const cause = `Get "https://10.96.0.1:443/api/v1/namespaces": dial tcp 10.96.0.1:443: connect: connection refused`
+	e.orph.err = errors.New(cause)
 	d := githubapi.Delivery{Event: "organization", ID: "d1", Payload: githubapi.OrganizationPayload("member_removed", acme, bob, admin)}
 	if status, a := e.deliver(t, d, secret); status != 500 || a.Evicted != 1 {
 		t.Fatalf("failed orphaning: %d %+v, want 500 with the eviction done", status, a)
+	} else if a.Message != "orphaning the namespaces failed; redeliver this delivery to retry" {
+		t.Fatalf("the answer's message %q: want fixed words, never the Kubernetes API error", a.Message)
+	}
+	if !strings.Contains(e.logs.String(), "10.96.0.1:443: connect: connection refused") {
+		t.Fatalf("the log does not give the cause:\n%s", e.logs)
 	}
 	e.orph.err = nil
 	if status, a := e.deliver(t, d, secret); status != 200 || a.Result != "evicted" || len(e.orph.calls) != 2 {

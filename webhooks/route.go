@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -165,13 +167,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// bounded by MaxBodyBytes and the server's read timeout.
 	body, err := readBody(r, rt.maxBody)
 	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			// Not reading the rest: net/http closes the connection after this answer rather
-			// than drain a body this large.
-			WriteError(&req.rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
-		} else {
-			WriteError(&req.rw, http.StatusBadRequest, "reading request body: "+err.Error())
-		}
+		rt.refuseBody(&req.rw, outcome, err)
 		return
 	}
 
@@ -189,6 +185,40 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = &req.body
 	r.ContentLength = int64(len(body))
 	rt.next.ServeHTTP(&req.rw, r)
+}
+
+// The answers to a body that could not be read. They are fixed words: the read error itself
+// names the connection's socket addresses (a *net.OpError) or net/http's framing, which
+// only the request log (reason) gets.
+const (
+	bodyTimeoutError = "request body not received in time"
+	bodyReadError    = "request body could not be read"
+)
+
+// refuseBody answers a body that readBody refused: 413 above the route's limit, 408 Request
+// Timeout when the server's read timeout passed before the body was complete (a client that
+// stalled), else 400. The cause goes to the request log only.
+func (rt *route) refuseBody(rw *statusWriter, o *Outcome, err error) {
+	switch {
+	case errors.Is(err, errTooLarge):
+		// Not reading the rest: net/http closes the connection after this answer rather
+		// than drain a body this large.
+		WriteError(rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
+		return
+	case isTimeout(err):
+		// The connection's read deadline has passed: it cannot carry another request.
+		rw.Header().Set("Connection", "close")
+		WriteError(rw, http.StatusRequestTimeout, bodyTimeoutError)
+	default:
+		WriteError(rw, http.StatusBadRequest, bodyReadError)
+	}
+	o.Reason = "reading request body: " + err.Error()
+}
+
+// isTimeout reports whether err is a passed read deadline (net/http's ReadTimeout).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // ContentTypeError is the Content-Type rule of a webhook route that takes application/json

@@ -97,6 +97,8 @@ type Server struct {
 	watcher           *certwatcher.CertWatcher // nil with the self-signed certificate
 	requireClientCert bool
 	metrics           *metrics
+	// readTimeout is the connection's ReadTimeout: readTimeout, shorter only in tests.
+	readTimeout time.Duration
 
 	checksMu sync.RWMutex
 	checks   []readyCheck
@@ -153,12 +155,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("webhooks: Registerer: %w", err)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		router:  chi.NewRouter(),
-		allow:   map[string]string{},
-		metrics: m,
-		ready:   make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		router:      chi.NewRouter(),
+		allow:       map[string]string{},
+		metrics:     m,
+		ready:       make(chan struct{}),
+		readTimeout: readTimeout,
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, err
@@ -278,7 +281,7 @@ func (s *Server) Run(ctx context.Context) error {
 		TLSConfig:         s.tlsConfig,
 		Protocols:         protocols,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
+		ReadTimeout:       s.readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
