@@ -25,6 +25,18 @@ import (
 // Path is where the route is mounted.
 const Path = "/github/webhook"
 
+// The content types a GitHub webhook may be configured with
+// (https://docs.github.com/webhooks/using-webhooks/creating-webhooks): the JSON payload as the
+// body, or a form whose payload field holds it. The route is mounted with both
+// (webhooks.WithMediaTypes(MediaTypes()...)).
+const (
+	MediaTypeJSON = "application/json"
+	MediaTypeForm = "application/x-www-form-urlencoded"
+)
+
+// MediaTypes are the media types POST /github/webhook takes: MediaTypeJSON and MediaTypeForm.
+func MediaTypes() []string { return []string{MediaTypeJSON, MediaTypeForm} }
+
 // DefaultDeliveries is how many X-GitHub-Delivery ids are remembered to recognise redeliveries.
 const DefaultDeliveries = 10000
 
@@ -121,6 +133,8 @@ type answer struct {
 	Orphaned  int    `json:"orphaned,omitempty"`
 	Delivery  string `json:"delivery,omitempty"`
 	EventName string `json:"event,omitempty"`
+	// cause is the internal error behind an "error" result, logged and never answered.
+	cause error
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -133,7 +147,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.LogAttrs(r.Context(), slog.LevelInfo, "GitHub webhook delivery",
 		slog.String("delivery", delivery), slog.String("event", ev.event), slog.String("action", ev.action),
 		slog.String("result", a.Result), slog.String("subject", ev.subject),
-		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message))
+		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message),
+		slog.String("error", errText(a.cause)))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -195,8 +210,8 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 		return nil, http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body and the configured secret"
 	}
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || (ct != "application/json" && ct != "application/x-www-form-urlencoded") {
-		return nil, http.StatusUnsupportedMediaType, "Content-Type must be application/json or application/x-www-form-urlencoded"
+	if err != nil || (ct != MediaTypeJSON && ct != MediaTypeForm) {
+		return nil, http.StatusUnsupportedMediaType, "Content-Type must be " + MediaTypeJSON + " or " + MediaTypeForm
 	}
 	// ValidatePayload reads r.Body; give it the bytes already read.
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -221,8 +236,11 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 		a.Orphaned = n
 		if err != nil {
 			// Cached identities are gone already; orphaning is retried when GitHub redelivers
-			// (the delivery id is not remembered) and by the periodic membership check.
-			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, Message: "orphaning the namespaces failed: " + err.Error()}, http.StatusInternalServerError
+			// (the delivery id is not remembered) and by the periodic membership check. The
+			// cause (a Kubernetes API error, which may name its address) is logged, not
+			// answered: GitHub shows the answer to whoever can see the webhook's deliveries.
+			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, cause: err,
+				Message: "orphaning the namespaces failed; redeliver this delivery to retry"}, http.StatusInternalServerError
 		}
 	}
 	switch d.result {
@@ -233,6 +251,14 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 		return a, http.StatusOK
 	}
 	return a, http.StatusOK
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // jsonProblem names what is wrong with a payload without quoting it.

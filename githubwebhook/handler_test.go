@@ -233,6 +233,37 @@ func TestWrongContentTypeIs415(t *testing.T) {
 	}
 }
 
+// GitHub signs the exact bytes it sends: for a form-encoded delivery that is the form, not the
+// JSON in its payload field. A form signed over the JSON is refused and changes nothing.
+func TestFormDeliveryIsSignedOverTheRawForm(t *testing.T) {
+	e := newEnv(t)
+	payload := githubapi.OrganizationPayload("member_removed", acme, bob, admin)
+	form, ct := githubapi.Delivery{Form: true, Payload: payload}.Body()
+	for _, tc := range []struct {
+		name       string
+		signed     []byte
+		wantStatus int
+	}{
+		{"signed over the JSON in the payload field", payload, http.StatusUnauthorized},
+		{"signed over the form as sent", form, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(form))
+			req.Header.Set("Content-Type", ct)
+			req.Header.Set("X-GitHub-Event", "organization")
+			req.Header.Set("X-Hub-Signature-256", githubapi.Sign(secret, tc.signed))
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("got %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+		})
+	}
+	if got := e.rev.targets(); !slices.Equal(got, []string{userT("1002")}) {
+		t.Fatalf("revoked %v, want bob once (by the delivery signed over the form)", got)
+	}
+}
+
 func TestRedeliveryChangesNothingTwice(t *testing.T) {
 	e := newEnv(t)
 	d := githubapi.Delivery{Event: "organization", ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
@@ -255,10 +286,16 @@ func TestRedeliveryChangesNothingTwice(t *testing.T) {
 
 func TestFailedOrphaningIsRetriedOnRedelivery(t *testing.T) {
 	e := newEnv(t)
-	e.orph.err = errors.New("apiserver unavailable")
+	const cause = `Get "https://10.96.0.1:443/api/v1/namespaces": dial tcp 10.96.0.1:443: connect: connection refused`
+	e.orph.err = errors.New(cause)
 	d := githubapi.Delivery{Event: "organization", ID: "d1", Payload: githubapi.OrganizationPayload("member_removed", acme, bob, admin)}
 	if status, a := e.deliver(t, d, secret); status != 500 || a.Evicted != 1 {
 		t.Fatalf("failed orphaning: %d %+v, want 500 with the eviction done", status, a)
+	} else if a.Message != "orphaning the namespaces failed; redeliver this delivery to retry" {
+		t.Fatalf("the answer's message %q: want fixed words, never the Kubernetes API error", a.Message)
+	}
+	if !strings.Contains(e.logs.String(), "10.96.0.1:443: connect: connection refused") {
+		t.Fatalf("the log does not give the cause:\n%s", e.logs)
 	}
 	e.orph.err = nil
 	if status, a := e.deliver(t, d, secret); status != 200 || a.Result != "evicted" || len(e.orph.calls) != 2 {

@@ -133,8 +133,9 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
+		// The read error may name the connection's addresses: logged, not answered.
 		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: "reading body: " + err.Error()})
-		webhooks.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")
 		return
 	}
 	apiVersion, attrs, err := decodeReview(body)
@@ -152,7 +153,7 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out, err := d.answer(apiVersion)
 	if err != nil {
 		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
-		webhooks.WriteError(w, http.StatusInternalServerError, "encoding answer: "+err.Error())
+		webhooks.WriteError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
 	a.record(ctx, webhooks.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})

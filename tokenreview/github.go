@@ -2,12 +2,16 @@ package tokenreview
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-github/v57/github"
@@ -323,8 +327,35 @@ func (g *gitHub) classify(call string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return unavailable(ReasonGitHubUnavailable, err, "GitHub did not answer %s within %s; try again shortly", call, g.timeout)
 	default:
-		return unavailable(ReasonGitHubUnavailable, err, "GitHub is unreachable (%s): %v", call, err)
+		// The error itself names GitHub's address and octogate's (a *net.OpError): it goes to
+		// the request log (Unwrap), and status.error says only what kind of failure it was.
+		return unavailable(ReasonGitHubUnavailable, err, "GitHub is unreachable (%s): %s; try again shortly", call, connFailure(err))
 	}
+}
+
+// connFailure names the kind of a failed connection in words without addresses.
+func connFailure(err error) string {
+	var (
+		dns     *net.DNSError
+		unknown x509.UnknownAuthorityError
+		invalid x509.CertificateInvalidError
+		host    x509.HostnameError
+		verify  *tls.CertificateVerificationError
+		ne      net.Error
+	)
+	switch {
+	case errors.As(err, &dns):
+		return "its host name does not resolve"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &unknown), errors.As(err, &invalid), errors.As(err, &host), errors.As(err, &verify):
+		return "its TLS certificate is not trusted (OCTOGATE_GITHUB_CA_FILE)"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "no answer in time"
+	}
+	return "the connection failed"
 }
 
 // retryAt reads Retry-After (seconds) or X-RateLimit-Reset (Unix seconds); a minute from now

@@ -278,6 +278,11 @@ func TestGitHubUnavailable(t *testing.T) {
 			if a.code != http.StatusServiceUnavailable || a.Status.Authenticated || !strings.Contains(a.Status.Error, f.wantErr) {
 				t.Fatalf("HTTP %d authenticated %v error %q", a.code, a.Status.Authenticated, a.Status.Error)
 			}
+			for _, internal := range []string{"127.0.0.1", "tcp", "dial"} {
+				if strings.Contains(a.Status.Error, internal) {
+					t.Errorf("status.error %q names %q", a.Status.Error, internal)
+				}
+			}
 		})
 		t.Run(f.name+" with a cached identity past its TTL serves it stale", func(t *testing.T) {
 			gh := newGH(t)

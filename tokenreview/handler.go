@@ -156,8 +156,18 @@ func decide(apiVersion string, id Identity, err error) (answer, int, webhooks.Ou
 		return a, http.StatusOK, webhooks.Outcome{Decision: "unauthenticated", Reason: err.Error()}
 	default:
 		a.Status = answerStatus{Error: err.Error()}
-		return a, http.StatusServiceUnavailable, webhooks.Outcome{Decision: "error", Reason: err.Error()}
+		return a, http.StatusServiceUnavailable, webhooks.Outcome{Decision: "error", Reason: logReason(err)}
 	}
+}
+
+// logReason is the request log's reason for a lookup that could not be answered: status.error's
+// words and the cause behind them, which status.error leaves out when it names addresses.
+func logReason(err error) string {
+	var re *reviewError
+	if errors.As(err, &re) && re.cause != nil {
+		return err.Error() + " (cause: " + re.cause.Error() + ")"
+	}
+	return err.Error()
 }
 
 // MaxBodyBytes is the body limit the /authenticate route should have (MaxReviewBytes); the

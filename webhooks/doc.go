@@ -2,6 +2,7 @@
 // on, TLS (1.2+, serving certificate hot-reloaded from files, both read from one version of
 // the directory, or an in-memory self-signed one for development), the client-certificate
 // check kube-apiserver's mTLS needs, and the per-request plumbing every webhook shares: the
+// media types a route takes (application/json unless WithMediaTypes says otherwise), the
 // body limit (1 MiB, or the route's own: /authenticate takes 16 KiB), the max-in-flight limit, panic recovery, one slog line and Prometheus
 // metrics per request, and /healthz, /readyz and /metrics.
 //

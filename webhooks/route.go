@@ -7,8 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +36,10 @@ type route struct {
 	// public routes (GitHub's webhooks) authenticate requests themselves and never ask for
 	// a client certificate (WithoutClientCert).
 	public bool
+	// mediaTypes are the bare, lower-case media types the route takes (WithMediaTypes;
+	// application/json unless set), and wrongType the start of its 415 message.
+	mediaTypes []string
+	wrongType  string
 }
 
 // RouteOption changes one route mounted with Server.Handle.
@@ -55,6 +62,42 @@ func WithMaxBodyBytes(n int64) RouteOption {
 // itself (a signature).
 func WithoutClientCert() RouteOption {
 	return func(rt *route) { rt.public = true }
+}
+
+// MediaTypeJSON is the media type every webhook route takes unless WithMediaTypes says
+// otherwise: what kube-apiserver's webhook clients send.
+const MediaTypeJSON = "application/json"
+
+// jsonOnly is the default media types of a route.
+var jsonOnly = []string{MediaTypeJSON}
+
+// WithMediaTypes sets the media types the route takes, instead of application/json only.
+// Each is a bare media type ("application/x-www-form-urlencoded", no parameters), compared
+// case-insensitively; a request's Content-Type may add parameters (charset). A request whose
+// Content-Type is none of them is answered 415 naming them, before its body is read; the
+// handler sees the bare media type that matched. It panics without a type or with a value
+// that is not a bare media type (programming errors).
+func WithMediaTypes(types ...string) RouteOption {
+	if len(types) == 0 {
+		panic("webhooks: WithMediaTypes(): want at least one media type")
+	}
+	bare := make([]string, len(types))
+	for i, t := range types {
+		mt, params, err := mime.ParseMediaType(t)
+		if err != nil || len(params) > 0 || !strings.Contains(mt, "/") {
+			panic(fmt.Sprintf("webhooks: WithMediaTypes(%q): want bare media types such as application/json", t))
+		}
+		bare[i] = mt
+	}
+	return func(rt *route) { rt.mediaTypes = bare }
+}
+
+// mediaTypeWords names types as a 415 message does: "a", "a or b", "a, b or c".
+func mediaTypeWords(types []string) string {
+	if len(types) == 1 {
+		return types[0]
+	}
+	return strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1]
 }
 
 // bodyLimitText is a limit in the words of a 413 answer: "1 MiB", "16 KiB", else bytes.
@@ -107,25 +150,24 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if msg := ContentTypeError(r.Header.Get("Content-Type")); msg != "" {
-		WriteError(&req.rw, http.StatusUnsupportedMediaType, msg)
+	contentType := r.Header.Get("Content-Type")
+	mt := matchMediaType(contentType, rt.mediaTypes)
+	if mt == "" {
+		WriteError(&req.rw, http.StatusUnsupportedMediaType, wrongMediaType(rt.wrongType, contentType))
 		return
 	}
 	// Handlers see the bare media type: controller-runtime's admission handler takes no other.
-	r.Header.Set("Content-Type", "application/json")
+	// The header is left alone when it is that already (no allocation on the hot path).
+	if contentType != mt {
+		r.Header.Set("Content-Type", mt)
+	}
 
 	// The body is read before taking an in-flight slot: a client trickling its body in
 	// must not hold a slot that a prompt request could use. Memory per connection is still
 	// bounded by MaxBodyBytes and the server's read timeout.
 	body, err := readBody(r, rt.maxBody)
 	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			// Not reading the rest: net/http closes the connection after this answer rather
-			// than drain a body this large.
-			WriteError(&req.rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
-		} else {
-			WriteError(&req.rw, http.StatusBadRequest, "reading request body: "+err.Error())
-		}
+		rt.refuseBody(&req.rw, outcome, err)
 		return
 	}
 
@@ -145,22 +187,85 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.next.ServeHTTP(&req.rw, r)
 }
 
-// ContentTypeError is the one Content-Type rule of every webhook route: the media type must be
-// application/json (parameters such as charset are allowed), which is what kube-apiserver's
-// webhook clients send for TokenReview, SubjectAccessReview and AdmissionReview
-// (client-go's REST client defaults ContentType to application/json). It returns "" for an
-// acceptable value, else the error a route answers with 415 Unsupported Media Type.
+// The answers to a body that could not be read. They are fixed words: the read error itself
+// names the connection's socket addresses (a *net.OpError) or net/http's framing, which
+// only the request log (reason) gets.
+const (
+	bodyTimeoutError = "request body not received in time"
+	bodyReadError    = "request body could not be read"
+)
+
+// refuseBody answers a body that readBody refused: 413 above the route's limit, 408 Request
+// Timeout when the server's read timeout passed before the body was complete (a client that
+// stalled), else 400. The cause goes to the request log only.
+func (rt *route) refuseBody(rw *statusWriter, o *Outcome, err error) {
+	switch {
+	case errors.Is(err, errTooLarge):
+		// Not reading the rest: net/http closes the connection after this answer rather
+		// than drain a body this large.
+		WriteError(rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
+		return
+	case isTimeout(err):
+		// The connection's read deadline has passed: it cannot carry another request.
+		rw.Header().Set("Connection", "close")
+		WriteError(rw, http.StatusRequestTimeout, bodyTimeoutError)
+	default:
+		WriteError(rw, http.StatusBadRequest, bodyReadError)
+	}
+	o.Reason = "reading request body: " + err.Error()
+}
+
+// isTimeout reports whether err is a passed read deadline (net/http's ReadTimeout).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// ContentTypeError is the Content-Type rule of a webhook route that takes application/json
+// only (the default; WithMediaTypes sets others): parameters such as charset are allowed,
+// which is what kube-apiserver's webhook clients send for TokenReview, SubjectAccessReview
+// and AdmissionReview (client-go's REST client defaults ContentType to application/json).
+// It returns "" for an acceptable value, else the error a route answers with 415 Unsupported
+// Media Type: "Content-Type must be application/json" (none given) or
+// `Content-Type must be application/json, not "text/plain"`.
 func ContentTypeError(contentType string) string {
-	if contentType == "application/json" {
+	if matchMediaType(contentType, jsonOnly) != "" {
 		return ""
+	}
+	return wrongMediaType("Content-Type must be "+MediaTypeJSON, contentType)
+}
+
+// matchMediaType is the one of accepted (bare, lower-case media types) that contentType
+// names, with or without parameters and in any case (RFC 9110 section 8.3.1), or "" when
+// it names none or does not parse. An exact match is found without allocating.
+func matchMediaType(contentType string, accepted []string) string {
+	for _, a := range accepted {
+		if contentType == a {
+			return a
+		}
 	}
 	if contentType == "" {
-		return "Content-Type must be application/json"
-	}
-	if mt, _, err := mime.ParseMediaType(contentType); err == nil && mt == "application/json" {
 		return ""
 	}
-	return fmt.Sprintf("Content-Type must be application/json, not %q", Clip(contentType))
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ""
+	}
+	for _, a := range accepted {
+		if mt == a {
+			return a
+		}
+	}
+	return ""
+}
+
+// wrongMediaType is the 415 message: want ("Content-Type must be ..."), and the value sent,
+// clipped, unless none was.
+func wrongMediaType(want, contentType string) string {
+	if contentType == "" {
+		return want
+	}
+	return fmt.Sprintf("%s, not %q", want, Clip(contentType))
 }
 
 // finish writes the request's log line and metrics.

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -43,4 +44,39 @@ func BenchmarkRouteOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The default route's Content-Type check costs no allocation for what kube-apiserver sends.
+func TestJSONContentTypeCheckDoesNotAllocate(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if matchMediaType(h.Get("Content-Type"), jsonOnly) != MediaTypeJSON {
+			t.Fatal("application/json refused")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per check, want 0", allocs)
+	}
+}
+
+// FuzzMatchMediaType: any Content-Type value matches one of the accepted types or none, never
+// panics, and a value that matches has that media type when parsed.
+func FuzzMatchMediaType(f *testing.F) {
+	for _, seed := range []string{"application/json", "application/json; charset=utf-8", "Application/X-WWW-Form-Urlencoded",
+		"", "text/plain", "application/json; charset", "application/json;;", "multipart/form-data; boundary=x"} {
+		f.Add(seed)
+	}
+	accepted := []string{MediaTypeJSON, "application/x-www-form-urlencoded"}
+	f.Fuzz(func(t *testing.T, contentType string) {
+		got := matchMediaType(contentType, accepted)
+		if got == "" {
+			return
+		}
+		if got != accepted[0] && got != accepted[1] {
+			t.Fatalf("matchMediaType(%q) = %q: not an accepted type", contentType, got)
+		}
+		if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != got {
+			t.Fatalf("matchMediaType(%q) = %q, but it parses as %q (%v)", contentType, got, mt, err)
+		}
+	})
 }

@@ -96,6 +96,8 @@ type Server struct {
 	watcher           *certReloader // nil with the self-signed certificate
 	requireClientCert bool
 	metrics           *metrics
+	// readTimeout is the connection's ReadTimeout: readTimeout, shorter only in tests.
+	readTimeout time.Duration
 
 	checksMu sync.RWMutex
 	checks   []readyCheck
@@ -152,12 +154,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("webhooks: Registerer: %w", err)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		router:  chi.NewRouter(),
-		allow:   map[string]string{},
-		metrics: m,
-		ready:   make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		router:      chi.NewRouter(),
+		allow:       map[string]string{},
+		metrics:     m,
+		ready:       make(chan struct{}),
+		readTimeout: readTimeout,
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, err
@@ -189,7 +192,8 @@ func New(cfg Config) (*Server, error) {
 // Call it before Run; it panics afterwards or with an empty webhook name (programming errors).
 //
 // Options change the route: WithMaxBodyBytes sets its own body limit, WithoutClientCert
-// exempts it from the client-certificate requirement.
+// exempts it from the client-certificate requirement, WithMediaTypes sets the media types it
+// takes (application/json only unless set).
 func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOption) {
 	if s.started.Load() {
 		panic("webhooks: Handle called after Run")
@@ -208,6 +212,10 @@ func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOptio
 	for _, o := range opts {
 		o(rt)
 	}
+	if rt.mediaTypes == nil {
+		rt.mediaTypes = jsonOnly
+	}
+	rt.wrongType = "Content-Type must be " + mediaTypeWords(rt.mediaTypes)
 	rt.tooLarge = "request body larger than " + bodyLimitText(rt.maxBody)
 	s.router.Method(http.MethodPost, path, rt)
 	s.allow[path] = http.MethodPost
@@ -272,7 +280,7 @@ func (s *Server) Run(ctx context.Context) error {
 		TLSConfig:         s.tlsConfig,
 		Protocols:         protocols,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
+		ReadTimeout:       s.readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -197,7 +197,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
 	if ghHook != nil {
-		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert())
+		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
+			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
 	}
 
 	expiry := certs.NewExpiryCollector(map[string]string{

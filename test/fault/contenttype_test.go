@@ -2,16 +2,21 @@ package fault
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/octogate/octogate/internal/githubapi"
 )
 
 // TestOneContentTypeRuleOnEveryRoute posts each webhook route's good review with the
-// Content-Type kube-apiserver sends, with parameters, and with text/plain: the first two are
-// answered, text/plain is refused with the same 415 and JSON error on every route (it used to
-// be accepted by /authenticate and /authorize and refused 400 by /mutate/namespaces).
+// Content-Type kube-apiserver sends, with parameters, with text/plain and form-encoded: the
+// first two are answered, the others are refused with the same 415 and JSON error on every
+// route (text/plain used to be accepted by /authenticate and /authorize and refused 400 by
+// /mutate/namespaces).
 func TestOneContentTypeRuleOnEveryRoute(t *testing.T) {
 	gh := newGitHub(t)
 	o := startOctogate(t, gh, "")
@@ -26,6 +31,7 @@ func TestOneContentTypeRuleOnEveryRoute(t *testing.T) {
 			{"application/json", 200},
 			{"application/json; charset=utf-8", 200},
 			{"text/plain", 415},
+			{"application/x-www-form-urlencoded", 415},
 		} {
 			t.Run(c.path+" "+tc.contentType, func(t *testing.T) {
 				req, err := http.NewRequest(http.MethodPost, o.url+c.path, bytes.NewReader(c.body))
@@ -41,7 +47,7 @@ func TestOneContentTypeRuleOnEveryRoute(t *testing.T) {
 				b, _ := io.ReadAll(res.Body)
 				a := answer{code: res.StatusCode, body: b}
 				if tc.wantCode == 415 {
-					if want := `{"error":"Content-Type must be application/json, not \"text/plain\""}`; a.code != 415 || string(bytes.TrimSpace(b)) != want {
+					if want := `{"error":"Content-Type must be application/json, not \"` + tc.contentType + `\""}`; a.code != 415 || string(bytes.TrimSpace(b)) != want {
 						t.Fatalf("%v, want 415 %s", a, want)
 					}
 					return
@@ -51,5 +57,40 @@ func TestOneContentTypeRuleOnEveryRoute(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGitHubWebhookTakesBothOfGitHubsContentTypes: POST /github/webhook takes the two content
+// types a GitHub webhook may be configured with, with or without a charset, and answers a
+// signed ping in either with 200 pong; anything else is refused 415 naming both.
+func TestGitHubWebhookTakesBothOfGitHubsContentTypes(t *testing.T) {
+	gh := newGitHub(t)
+	o := startOctogate(t, gh, "", "OCTOGATE_GITHUB_WEBHOOK_SECRET="+formSecret)
+	ping := githubapi.PingPayload(gh.OrgAccount(org), 12)
+	for _, tc := range []struct {
+		contentType string
+		form        bool
+		wantCode    int
+		wantBody    string
+	}{
+		{"application/json", false, 200, `"result":"pong"`},
+		{"application/json; charset=utf-8", false, 200, `"result":"pong"`},
+		{"application/x-www-form-urlencoded", true, 200, `"result":"pong"`},
+		{"application/x-www-form-urlencoded; charset=utf-8", true, 200, `"result":"pong"`},
+		{"text/plain", false, 415, `{"error":"Content-Type must be application/json or application/x-www-form-urlencoded, not \"text/plain\""}`},
+		{"multipart/form-data; boundary=x", true, 415, `{"error":"Content-Type must be application/json or application/x-www-form-urlencoded, not \"multipart/form-data; boundary=x\""}`},
+	} {
+		t.Run(tc.contentType, func(t *testing.T) {
+			d := githubapi.Delivery{Event: "ping", Form: tc.form, Payload: ping}
+			req, err := d.Request(context.Background(), o.url+"/github/webhook", []byte(formSecret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", tc.contentType)
+			status, body := send(t, o.client, req)
+			if status != tc.wantCode || !strings.Contains(body, tc.wantBody) {
+				t.Fatalf("HTTP %d %s, want %d with %s", status, body, tc.wantCode, tc.wantBody)
+			}
+		})
 	}
 }
