@@ -89,8 +89,12 @@ func (s *selfService) validateCreate(ctx context.Context, ns *corev1.Namespace, 
 	if t == nil {
 		return "", nil
 	}
-	if what := foreignMetadata(ns); what != "" {
-		return fmt.Sprintf("octogate: namespaces of template %q carry only octogate's labels and annotations, not %s; ask an admin to add it", t.Name, what), nil
+	if what := foreignMetadata(ns, t); what != "" {
+		also := ""
+		if keys := allowedKeys(t); keys != "" {
+			also = " and the keys the template allows (" + keys + ")"
+		}
+		return fmt.Sprintf("octogate: namespaces of template %q carry only octogate's labels and annotations%s, not %s; ask an admin to add it", t.Name, also, what), nil
 	}
 	if !t.NameAllowed(ns.Name, creator) {
 		allowed := t.AllowedNames(creator)
@@ -218,13 +222,20 @@ func (s *selfService) checkOwnerTeams(old, ns *corev1.Namespace, user authentica
 // AnnotationOwnerTeams may be changed only by the creator or a member of a co-owner team.
 //
 // Owners (the creator, by uid, or a member of a co-owner team) who are not admins may change
-// nothing else of their namespace: /authorize lets them update and patch it so they can name
-// co-owner teams, and that must not let them relabel it (pod security levels, labels other
-// namespaces' NetworkPolicies select on), whatever else their RBAC grants.
+// nothing else of their namespace but the label and annotation keys its template allows
+// (AllowedLabels, AllowedAnnotations of the template old records in AnnotationTemplate):
+// /authorize lets them update and patch it so they can name co-owner teams, and that must not
+// let them relabel it (pod security levels, labels other namespaces' NetworkPolicies select
+// on), whatever else their RBAC grants.
 func (s *selfService) validateOwnership(old, ns *corev1.Namespace, user authenticationv1.UserInfo) string {
 	if s.isOwner(old, user) {
-		if what := changeBeyondOwnerTeams(old, ns); what != "" {
-			return fmt.Sprintf("octogate: %q owns namespace %q and may change only annotation %s there, not %s; ask an admin", user.Username, ns.Name, namespacetemplate.AnnotationOwnerTeams, what)
+		t := s.templateOf(old)
+		if what := changeBeyondOwnerTeams(old, ns, t); what != "" {
+			may := "annotation " + namespacetemplate.AnnotationOwnerTeams + " there"
+			if keys := allowedKeys(t); keys != "" {
+				may = fmt.Sprintf("annotation %s and the keys template %q allows (%s) there", namespacetemplate.AnnotationOwnerTeams, t.Name, keys)
+			}
+			return fmt.Sprintf("octogate: %q owns namespace %q and may change only %s, not %s; ask an admin", user.Username, ns.Name, may, what)
 		}
 	}
 	if old.Annotations[namespacetemplate.AnnotationTemplate] != ns.Annotations[namespacetemplate.AnnotationTemplate] {
@@ -252,6 +263,39 @@ func (s *selfService) validateOwnership(old, ns *corev1.Namespace, user authenti
 	return s.checkOwnerTeams(old, ns, user)
 }
 
+// templateOf returns the template in force that ns records in AnnotationTemplate, or nil
+// (none recorded, or no longer in the templates file).
+func (s *selfService) templateOf(ns *corev1.Namespace) *namespacetemplate.Template {
+	name, ok := ns.Annotations[namespacetemplate.AnnotationTemplate]
+	if !ok || s.templates == nil {
+		return nil
+	}
+	t, _ := s.templates.Templates().Get(name)
+	return t
+}
+
+// allowedKeys names the keys t lets owners set ("label istio-injection; annotations
+// example.com/*, note"), or "" when it lists none.
+func allowedKeys(t *namespacetemplate.Template) string {
+	if t == nil {
+		return ""
+	}
+	var parts []string
+	for _, f := range []struct {
+		noun string
+		keys []string
+	}{{"label", t.AllowedLabels}, {"annotation", t.AllowedAnnotations}} {
+		switch len(f.keys) {
+		case 0:
+		case 1:
+			parts = append(parts, f.noun+" "+f.keys[0])
+		default:
+			parts = append(parts, f.noun+"s "+strings.Join(f.keys, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // isOwner reports whether user created ns (uid) or is in one of its co-owner teams.
 func (s *selfService) isOwner(ns *corev1.Namespace, user authenticationv1.UserInfo) bool {
 	if user.UID != "" && user.UID == ns.Annotations[AnnotationCreatorUID] {
@@ -267,13 +311,16 @@ func (s *selfService) isOwner(ns *corev1.Namespace, user authenticationv1.UserIn
 }
 
 // changeBeyondOwnerTeams names the first change from old to ns other than annotation
-// AnnotationOwnerTeams, the owner-team labels and kubectl apply's own annotation (so owners
-// may name teams with kubectl apply too) ("label env", "spec"), or "".
-func changeBeyondOwnerTeams(old, ns *corev1.Namespace) string {
-	if k := changedKey(old.Labels, ns.Labels, func(k string) bool { _, team := namespacetemplate.TeamOfLabel(k); return team }); k != "" {
+// AnnotationOwnerTeams, the owner-team labels, kubectl apply's own annotation (so owners may
+// name teams with kubectl apply too) and the labels and annotations t allows (t may be nil)
+// ("label env", "spec"), or "".
+func changeBeyondOwnerTeams(old, ns *corev1.Namespace, t *namespacetemplate.Template) string {
+	if k := changedKey(old.Labels, ns.Labels, func(k string) bool { _, team := namespacetemplate.TeamOfLabel(k); return team || t.AllowsLabel(k) }); k != "" {
 		return "label " + k
 	}
-	if k := changedKey(old.Annotations, ns.Annotations, func(k string) bool { return k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied }); k != "" {
+	if k := changedKey(old.Annotations, ns.Annotations, func(k string) bool {
+		return k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied || t.AllowsAnnotation(k)
+	}); k != "" {
 		return "annotation " + k
 	}
 	switch {
@@ -311,23 +358,24 @@ func changedKey(a, b map[string]string, skip func(string) bool) string {
 // (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubectl-kubernetes-io-last-applied-configuration).
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// foreignMetadata names the first label or annotation of a self-service namespace at CREATE
-// that octogate does not set or read ("label pod-security.kubernetes.io/enforce"), or "". A
-// creator held to a template may not choose pod security levels, labels other namespaces'
-// NetworkPolicies select on, or annotations admission plugins read (node selectors), as
-// owners may not change them later. kubernetes.io/metadata.name (set by kube-apiserver) and
-// kubectl apply's annotation are allowed.
-func foreignMetadata(ns *corev1.Namespace) string {
+// foreignMetadata names the first label or annotation of a namespace of template t at CREATE
+// that octogate does not set or read and t does not allow ("label
+// pod-security.kubernetes.io/enforce"), or "". A creator held to a template may not choose
+// pod security levels, labels other namespaces' NetworkPolicies select on, or annotations
+// admission plugins read (node selectors), as owners may not change them later.
+// kubernetes.io/metadata.name (set by kube-apiserver) and kubectl apply's annotation are
+// allowed.
+func foreignMetadata(ns *corev1.Namespace, t *namespacetemplate.Template) string {
 	ours := func(k string) bool {
 		_, team := namespacetemplate.TeamOfLabel(k)
-		return team || k == namespacetemplate.LabelCreatorUID || k == corev1.LabelMetadataName
+		return team || k == namespacetemplate.LabelCreatorUID || k == corev1.LabelMetadataName || t.AllowsLabel(k)
 	}
 	if k := changedKey(nil, ns.Labels, ours); k != "" {
 		return "label " + k
 	}
 	ours = func(k string) bool {
 		return slices.Contains(protectedAnnotations[:], k) || k == namespacetemplate.AnnotationTemplate ||
-			k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied
+			k == namespacetemplate.AnnotationOwnerTeams || k == lastApplied || t.AllowsAnnotation(k)
 	}
 	if k := changedKey(nil, ns.Annotations, ours); k != "" {
 		return "annotation " + k

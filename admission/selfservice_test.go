@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/octogate/octogate/namespacetemplate"
@@ -27,6 +29,8 @@ templates:
 - name: members
   maxNamespacesPerUser: 3
   names: ["{{login}}-*"]
+  allowedLabels: [istio-injection, "example.com/*"]
+  allowedAnnotations: ["example.com/*"]
 `
 
 type fixedTemplates struct{ t *namespacetemplate.Templates }
@@ -115,7 +119,7 @@ func TestCreateIsHeldToNamesAndLimits(t *testing.T) {
 		{"no template annotation: the template is selected now", "bob-d", nil, bob,
 			`octogate: github:bob:1002 owns 3 of the 3 namespaces allowed by template "members": bob-a, bob-b, bob-c`},
 		{"a node selector annotation is not the creator's to choose", "bob-d", map[string]string{"scheduler.alpha.kubernetes.io/node-selector": "pool=big"}, bob,
-			`octogate: namespaces of template "members" carry only octogate's labels and annotations, not annotation scheduler.alpha.kubernetes.io/node-selector; ask an admin to add it`},
+			`octogate: namespaces of template "members" carry only octogate's labels and annotations and the keys the template allows (labels istio-injection, example.com/*; annotation example.com/*), not annotation scheduler.alpha.kubernetes.io/node-selector; ask an admin to add it`},
 		{"kubectl apply's annotation is fine", "sre-tools", map[string]string{namespacetemplate.AnnotationTemplate: "sre", "kubectl.kubernetes.io/last-applied-configuration": "{}"}, authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}, ""},
 		{"co-owner team the creator is not in", "carol-b", map[string]string{namespacetemplate.AnnotationTemplate: "sre", namespacetemplate.AnnotationOwnerTeams: "acme/web"}, sreCarol,
 			`octogate: annotation octogate.dev/owner-teams: github:carol:1003 is not a member of team acme/web (group github:acme/web): only teams you are in may co-own a namespace`},
@@ -290,5 +294,122 @@ func TestDeletedNamespaceFreesItsSlot(t *testing.T) {
 	lister.mu.Unlock()
 	if resp := v.Handle(context.Background(), createRequest(t, "bob-d", members, bob)); !resp.Allowed {
 		t.Fatalf("bob-d denied after bob-c was deleted: %s", resp.Result.Message)
+	}
+}
+
+// TestOwnersSetTheKeysTheirTemplateAllows: the label and annotation keys the namespace's
+// template lists are the creator's to set at CREATE and the owners' (creator and co-owner
+// teams) to set, change and remove at UPDATE; reserved and unlisted keys stay refused, with
+// the allowed keys named. The template is the namespace's own (AnnotationTemplate), not the
+// one the requester would get for a new namespace.
+func TestOwnersSetTheKeysTheirTemplateAllows(t *testing.T) {
+	nsJSON := func(name string, annotations, labels map[string]string) string {
+		b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": name, "annotations": annotations, "labels": labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	members := map[string]string{namespacetemplate.AnnotationTemplate: "members"}
+	sre := map[string]string{namespacetemplate.AnnotationTemplate: "sre"}
+	erin := authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}
+	membersKeys := "labels istio-injection, example.com/*; annotation example.com/*"
+
+	creates := []struct {
+		name        string
+		ns          string
+		annotations map[string]string
+		labels      map[string]string
+		user        authenticationv1.UserInfo
+		want        string // "" = allowed
+	}{
+		{"an allowed label", "bob-d", members, map[string]string{"istio-injection": "enabled"}, bob, ""},
+		{"an allowed label glob and annotation glob", "bob-d", withKey(members, "example.com/dashboard", "grafana"), map[string]string{"example.com/cost-centre": "cc-42"}, bob, ""},
+		{"a pod security label is still refused, the allowed keys named", "bob-d", members, map[string]string{"istio-injection": "enabled", "pod-security.kubernetes.io/enforce": "privileged"}, bob,
+			`octogate: namespaces of template "members" carry only octogate's labels and annotations and the keys the template allows (` + membersKeys + `), not label pod-security.kubernetes.io/enforce; ask an admin to add it`},
+		{"an unlisted label", "bob-d", members, map[string]string{"env": "prod"}, bob,
+			`octogate: namespaces of template "members" carry only octogate's labels and annotations and the keys the template allows (` + membersKeys + `), not label env; ask an admin to add it`},
+		{"a label under another prefix", "bob-d", members, map[string]string{"sub.example.com/x": "y"}, bob,
+			`not label sub.example.com/x; ask an admin to add it`},
+		{"an allowed label is not an allowed annotation", "bob-d", withKey(members, "istio-injection", "enabled"), nil, bob,
+			`not annotation istio-injection; ask an admin to add it`},
+		{"a template that lists no keys keeps today's message", "sre-tools", sre, map[string]string{"istio-injection": "enabled"}, erin,
+			`octogate: namespaces of template "sre" carry only octogate's labels and annotations, not label istio-injection; ask an admin to add it`},
+	}
+	for _, tc := range creates {
+		t.Run("create: "+tc.name, func(t *testing.T) {
+			v := selfServiceValidator(t, &fakeLister{})
+			resp := v.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: namespaceRequest(admissionv1.Create, nsJSON(tc.ns, tc.annotations, tc.labels), "", tc.user)})
+			checkDecision(t, resp, tc.want)
+		})
+	}
+
+	// bob created bob-a under template members; team acme/sre co-owns it. carol is in
+	// acme/sre, so a new namespace of hers would get template sre, which lists no keys.
+	owned := withKey(withKey(members, AnnotationCreatorUID, "1002"), namespacetemplate.AnnotationOwnerTeams, "acme/sre")
+	uid := map[string]string{namespacetemplate.LabelCreatorUID: "1002"}
+	istio := withKey(uid, "istio-injection", "enabled")
+	sreOwned := withKey(withKey(sre, AnnotationCreatorUID, "1003"), namespacetemplate.AnnotationOwnerTeams, "acme/web")
+	bobInWeb := authenticationv1.UserInfo{Username: bob.Username, UID: bob.UID, Groups: []string{"github:acme", "github:acme/web"}}
+	updates := []struct {
+		name       string
+		oldA, newA map[string]string
+		oldL, newL map[string]string
+		user       authenticationv1.UserInfo
+		want       string // "" = allowed
+	}{
+		{"the creator adds an allowed label", owned, owned, uid, istio, bob, ""},
+		{"a co-owner adds an allowed label", owned, owned, uid, istio, sreCarol, ""},
+		{"a co-owner changes its value", owned, owned, istio, withKey(uid, "istio-injection", "disabled"), sreCarol, ""},
+		{"the creator removes it", owned, owned, istio, uid, bob, ""},
+		{"the creator sets a label of the allowed glob", owned, owned, uid, withKey(uid, "example.com/cost-centre", "cc-7"), bob, ""},
+		{"a co-owner sets an allowed annotation", owned, withKey(owned, "example.com/runbook", "https://runbooks.example.com/bob-a"), uid, uid, sreCarol, ""},
+		{"the creator removes an allowed annotation", withKey(owned, "example.com/runbook", "x"), owned, uid, uid, bob, ""},
+		{"the pod security label is still refused, the allowed keys named", owned, owned, uid, withKey(istio, "pod-security.kubernetes.io/enforce", "privileged"), bob,
+			`octogate: "github:bob:1002" owns namespace "bob-a" and may change only annotation octogate.dev/owner-teams and the keys template "members" allows (` + membersKeys + `) there, not label pod-security.kubernetes.io/enforce; ask an admin`},
+		{"a co-owner's unlisted label is refused", owned, owned, uid, withKey(uid, "env", "prod"), sreCarol,
+			`octogate: "github:carol:1003" owns namespace "bob-a" and may change only annotation octogate.dev/owner-teams and the keys template "members" allows (` + membersKeys + `) there, not label env; ask an admin`},
+		{"kubernetes.io/metadata.name is not the owners'", owned, owned, withKey(uid, corev1.LabelMetadataName, "bob-a"), withKey(uid, corev1.LabelMetadataName, "x"), bob,
+			`not label kubernetes.io/metadata.name; ask an admin`},
+		{"the namespace's template decides, not the requester's: sre lists no keys", sreOwned, sreOwned, nil, map[string]string{"istio-injection": "enabled"}, bobInWeb,
+			`octogate: "github:bob:1002" owns namespace "bob-a" and may change only annotation octogate.dev/owner-teams there, not label istio-injection; ask an admin`},
+		{"a template no longer in the file allows nothing", withKey(owned, namespacetemplate.AnnotationTemplate, "gone"), withKey(owned, namespacetemplate.AnnotationTemplate, "gone"), uid, istio, bob,
+			`octogate: "github:bob:1002" owns namespace "bob-a" and may change only annotation octogate.dev/owner-teams there, not label istio-injection; ask an admin`},
+		{"no template recorded: nothing beyond owner-teams", map[string]string{AnnotationCreatorUID: "1002"}, map[string]string{AnnotationCreatorUID: "1002"}, uid, istio, bob,
+			`not label istio-injection; ask an admin`},
+	}
+	for _, tc := range updates {
+		t.Run("update: "+tc.name, func(t *testing.T) {
+			v := selfServiceValidator(t, &fakeLister{})
+			req := namespaceRequest(admissionv1.Update, nsJSON("bob-a", tc.newA, tc.newL), nsJSON("bob-a", tc.oldA, tc.oldL), tc.user)
+			checkDecision(t, v.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: req}), tc.want)
+		})
+	}
+}
+
+// withKey returns a copy of m with k set to v.
+func withKey(m map[string]string, k, v string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[k] = v
+	return out
+}
+
+// checkDecision fails unless resp allows (want "") or denies with a message that is want or,
+// for a want starting "not ", ends with it.
+func checkDecision(t *testing.T, resp ctrladmission.Response, want string) {
+	t.Helper()
+	if want == "" {
+		if !resp.Allowed {
+			t.Fatalf("denied: %s", resp.Result.Message)
+		}
+		return
+	}
+	msg := resp.Result.Message
+	if resp.Allowed || !(msg == want || strings.HasPrefix(want, "not ") && strings.HasSuffix(msg, want)) {
+		t.Fatalf("allowed=%v message=%q\nwant denial %q", resp.Allowed, msg, want)
 	}
 }

@@ -63,6 +63,15 @@ type Template struct {
 	// Objects are whole manifests (v1 ResourceQuota, v1 LimitRange, networking.k8s.io/v1
 	// NetworkPolicy, rbac.authorization.k8s.io/v1 RoleBinding) kept in each namespace.
 	Objects []map[string]any `json:"objects,omitempty"`
+	// AllowedLabels are the label keys the creator and co-owners of a namespace of this
+	// template may set at CREATE and set, change or remove at UPDATE, with any value: exact
+	// keys ("istio-injection", "example.com/cost-centre") or globs where "*" is any run of
+	// characters other than "/" ("cost-*" matches keys without a prefix, "example.com/*"
+	// keys under example.com). Keys, and globs that can match keys, with a prefix of
+	// kubernetes.io, k8s.io, octogate.dev or a subdomain of one are refused (ReservedKey).
+	AllowedLabels []string `json:"allowedLabels,omitempty"`
+	// AllowedAnnotations are AllowedLabels for annotation keys.
+	AllowedAnnotations []string `json:"allowedAnnotations,omitempty"`
 
 	objects []client.Object
 }
@@ -233,6 +242,20 @@ func compile(doc *NamespaceTemplates) (*Templates, error) {
 		for j, n := range tp.Names {
 			if err := checkPattern(n); err != nil {
 				add(fmt.Sprintf("%s.names[%d]", p, j), fmt.Sprintf("%q: %v", n, err))
+			}
+		}
+		for _, f := range []struct {
+			field      string
+			globs      []string
+			annotation bool
+		}{{"allowedLabels", tp.AllowedLabels, false}, {"allowedAnnotations", tp.AllowedAnnotations, true}} {
+			for j, g := range f.globs {
+				at := fmt.Sprintf("%s.%s[%d]", p, f.field, j)
+				if err := checkKeyGlob(g, f.annotation); err != nil {
+					add(at, fmt.Sprintf("%q %v", g, err))
+				} else if k := slices.Index(f.globs, g); k < j {
+					add(at, fmt.Sprintf("%q is also %s[%d]", g, f.field, k))
+				}
 			}
 		}
 		names := map[string]int{}

@@ -52,6 +52,9 @@ func TestExampleFileParses(t *testing.T) {
 	if !netpol {
 		t.Error("example members template has no NetworkPolicy")
 	}
+	if !members.AllowsLabel("istio-injection") || members.AllowsLabel("pod-security.kubernetes.io/enforce") {
+		t.Error("example members template does not let owners set label istio-injection, and only it")
+	}
 }
 
 func TestParseRefuses(t *testing.T) {

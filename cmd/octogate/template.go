@@ -33,8 +33,9 @@ func newTemplateCheckCmd() *cobra.Command {
 		Long: `Validate a NamespaceTemplates file and list its templates.
 
 With --user, print the template the creator would get, its limits, the names allowed for them
-(--login fills {{login}}, --group fills {{team}} and the match), and the objects it renders,
-as YAML. With --namespace also say whether that name is allowed.
+(--login fills {{login}}, --group fills {{team}} and the match), the label and annotation keys
+owners may set, and the objects it renders, as YAML. With --namespace also say whether that
+name is allowed.
 
 Exit codes: 0 valid (and the name allowed), 1 the name is not allowed or no template fits,
 3 invalid file or usage.`,
@@ -92,6 +93,12 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 	_, _ = fmt.Fprintf(out, "template: %s\nlimits: %s\n", t.Name, limits(t))
 	if len(t.Names) > 0 {
 		_, _ = fmt.Fprintf(out, "allowed names: %s\n", strings.Join(t.AllowedNames(c), ", "))
+	}
+	if len(t.AllowedLabels) > 0 {
+		fmt.Fprintf(out, "owners may set labels: %s\n", strings.Join(t.AllowedLabels, ", "))
+	}
+	if len(t.AllowedAnnotations) > 0 {
+		fmt.Fprintf(out, "owners may set annotations: %s\n", strings.Join(t.AllowedAnnotations, ", "))
 	}
 	ns := o.namespace
 	if ns == "" {

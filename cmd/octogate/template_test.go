@@ -23,6 +23,7 @@ func TestTemplateCheck(t *testing.T) {
 		{"valid file is summarised", []string{"--file", example}, 0, "members: 3 per user, 200 in all, 5 objects"},
 		{"invalid file names the field", []string{"--file", invalid}, exitInvalid, "templates[0].objects[0].kind: v1 Secret is not allowed"},
 		{"member gets members and their objects", append([]string{"--file", example}, bob...), 0, "allowed names: bob-*"},
+		{"member sees the labels owners may set", append([]string{"--file", example}, bob...), 0, "owners may set labels: istio-injection\n"},
 		{"team member gets platform", []string{"--file", example, "--user", "github:alice:1001", "--group", "github:acme/platform-admins"}, 0, "template: platform"},
 		{"name allowed", append([]string{"--file", example, "--namespace", "bob-dev"}, bob...), 0, `namespace "bob-dev" is allowed`},
 		{"name refused lists the filled-in patterns", append([]string{"--file", example, "--namespace", "web"}, bob...), 1, "allowed names for you: bob-*"},

@@ -66,7 +66,8 @@ func Standin() string {
   kubectl --context bob delete namespace bob-3    # owners may delete their own namespaces
   kubectl --context bob annotate namespace bob-2 octogate.dev/owner-teams=acme/web   # team web co-owns it
   kubectl --context bob get namespaces -l octogate.dev/owner-team.acme.web           # listed by the team's label
-  kubectl --context bob label namespace bob-2 pod-security.kubernetes.io/enforce=privileged   # denied: owners change only owner-teams
+  kubectl --context bob label namespace bob-dev istio-injection=enabled   # allowed: template "members" lists label istio-injection
+  kubectl --context bob label namespace bob-2 pod-security.kubernetes.io/enforce=privileged   # denied: owners change only owner-teams and istio-injection
 `
 }
 

@@ -46,6 +46,9 @@ func TestNamespaceTemplatesValue(t *testing.T) {
 	if len(loaded.List()) != len(example.List()) {
 		t.Errorf("%d templates rendered, want %d", len(loaded.List()), len(example.List()))
 	}
+	if members, ok := loaded.Get("members"); !ok || !members.AllowsLabel("istio-injection") {
+		t.Errorf("rendered template members does not let owners set label istio-injection")
+	}
 	dep := get[appsv1.Deployment](t, objs, "Deployment", release)
 	c := dep.Spec.Template.Spec.Containers[0]
 	if got := envMap(c)["OCTOGATE_NAMESPACE_TEMPLATES_FILE"]; got != "/etc/octogate/namespace-templates/namespace-templates.yaml" {
@@ -72,6 +75,7 @@ func TestNamespaceTemplatesSchema(t *testing.T) {
 		{"misspelled template field", "namespaceTemplates[0].name=a,namespaceTemplates[0].maxNamespacesPerUsr=1", "maxNamespacesPerUsr"},
 		{"object kind not allowed", "namespaceTemplates[0].name=a,namespaceTemplates[0].objects[0].apiVersion=v1,namespaceTemplates[0].objects[0].kind=Secret,namespaceTemplates[0].objects[0].metadata.name=s", "kind"},
 		{"negative limit", "namespaceTemplates[0].name=a,namespaceTemplates[0].maxNamespaces=-1", "maxNamespaces"},
+		{"allowed labels not a list", "namespaceTemplates[0].name=a,namespaceTemplates[0].allowedLabels=istio-injection", "allowedLabels"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := e.renderErr("--set", orgs, "--set", tt.set)

@@ -14,8 +14,8 @@ import (
 const emptyTemplates = "apiVersion: octogate.dev/v1alpha1\nkind: NamespaceTemplates\ntemplates: []\n"
 
 // selfServiceTemplates: acme members get at most 2 namespaces named <login>-*, each with a
-// ResourceQuota; platform-admins are admins through the policy but not OCTOGATE_ADMIN_GROUPS,
-// so they are held to the same template.
+// ResourceQuota, and may set label istio-injection on them; platform-admins are admins
+// through the policy but not OCTOGATE_ADMIN_GROUPS, so they are held to the same template.
 const selfServiceTemplates = `apiVersion: octogate.dev/v1alpha1
 kind: NamespaceTemplates
 templates:
@@ -23,6 +23,7 @@ templates:
   match: {groups: ["github:acme"]}
   maxNamespacesPerUser: 2
   names: ["{{login}}-*", "{{team}}-*"]
+  allowedLabels: [istio-injection]
   objects:
   - {apiVersion: v1, kind: ResourceQuota, metadata: {name: compute}, spec: {hard: {pods: "5"}}}
 `
@@ -71,8 +72,14 @@ func TestSelfServiceNamespaces(t *testing.T) {
 	})
 	t.Run("a self-service namespace takes no pod security label", func(t *testing.T) {
 		res := e.kubectlStdin(t, "bob", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-psa","labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`), "create", "-f", "-")
-		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "not label pod-security.kubernetes.io/enforce") {
-			t.Fatalf("want a denial naming the label\n%s", res)
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "not label pod-security.kubernetes.io/enforce") || !strings.Contains(res.Stderr, "the keys the template allows (label istio-injection)") {
+			t.Fatalf("want a denial naming the label and the allowed keys\n%s", res)
+		}
+	})
+	t.Run("a self-service namespace takes the labels its template allows", func(t *testing.T) {
+		res := e.kubectlStdin(t, "bob", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bob-istio","labels":{"istio-injection":"enabled"}}}`), "create", "-f", "-", "--dry-run=server")
+		if res.ExitCode != 0 {
+			t.Fatalf("want label istio-injection accepted at creation\n%s", res)
 		}
 	})
 	t.Run("the per-person limit counts by uid and lists the namespaces", func(t *testing.T) {
@@ -127,8 +134,19 @@ func TestSelfServiceNamespaces(t *testing.T) {
 		}
 		// The creator names a co-owner team after creation, but may change nothing else.
 		e.mustSucceed(t, "bob", "annotate", "namespace", "bob-b", "octogate.dev/owner-teams=acme/web")
-		if res := e.kubectlAs(t, "bob", "label", "namespace", "bob-b", "pod-security.kubernetes.io/enforce=privileged"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "may change only annotation octogate.dev/owner-teams") {
+		if res := e.kubectlAs(t, "bob", "label", "namespace", "bob-b", "pod-security.kubernetes.io/enforce=privileged"); res.ExitCode == 0 ||
+			!strings.Contains(res.Stderr, `may change only annotation octogate.dev/owner-teams and the keys template "members" allows (label istio-injection) there, not label pod-security.kubernetes.io/enforce`) {
 			t.Fatalf("bob relabelling his namespace: want a denial\n%s", res)
+		}
+		// The label the template allows is his to set, change and remove.
+		e.mustSucceed(t, "bob", "label", "namespace", "bob-b", "istio-injection=enabled")
+		if res := e.mustSucceed(t, "admin", "get", "namespace", "bob-b", "-o", "jsonpath={.metadata.labels.istio-injection}"); res.Stdout != "enabled" {
+			t.Fatalf("bob-b's istio-injection label: %s", res)
+		}
+		e.mustSucceed(t, "bob", "label", "namespace", "bob-b", "istio-injection=disabled", "--overwrite")
+		e.mustSucceed(t, "bob", "label", "namespace", "bob-b", "istio-injection-")
+		if res := e.mustSucceed(t, "admin", "get", "namespace", "bob-b", "-o", "jsonpath={.metadata.labels}"); strings.Contains(res.Stdout, "istio-injection") {
+			t.Fatalf("bob-b keeps label istio-injection after bob removed it: %s", res)
 		}
 		if res := e.kubectlAs(t, "bob", "annotate", "namespace", "default", "octogate.dev/owner-teams=acme/web"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
 			t.Fatalf("bob annotating a namespace he does not own: want Forbidden\n%s", res)
