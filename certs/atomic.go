@@ -46,7 +46,7 @@ func writeFiles(dir string, files []dirFile) error {
 	committed := false
 	defer func() {
 		if !committed {
-			os.RemoveAll(version)
+			_ = os.RemoveAll(version)
 		}
 	}()
 	if err := os.Chmod(version, 0o755); err != nil {
@@ -104,12 +104,10 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("certs: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("certs: write %s: %w", path, err)
+		return fmt.Errorf("certs: write %s: %w", path, errors.Join(err, f.Close()))
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("certs: write %s: %w", path, err)
+		return fmt.Errorf("certs: write %s: %w", path, errors.Join(err, f.Close()))
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("certs: write %s: %w", path, err)
@@ -126,7 +124,7 @@ func replaceSymlink(target, path string) error {
 		return fmt.Errorf("certs: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return fmt.Errorf("certs: %w", err)
 	}
 	return nil

@@ -63,7 +63,7 @@ func TestUnreadableBodiesAreAnsweredWithoutInternals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			// A bound on the test, far above the server's read timeout.
 			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			logged := causeLines(ts.logs.String(), tc.wantStatus, tc.wantLog)
@@ -75,7 +75,7 @@ func TestUnreadableBodiesAreAnsweredWithoutInternals(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no answer: %v", err)
 			}
-			defer res.Body.Close()
+			defer func() { _ = res.Body.Close() }()
 			b, _ := io.ReadAll(res.Body)
 			body := strings.TrimSpace(string(b))
 			t.Logf("answered %d %s after %v", res.StatusCode, body, time.Since(start).Round(time.Millisecond))

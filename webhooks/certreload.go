@@ -94,7 +94,7 @@ func (r *certReloader) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: watching %s: %w", r.certFile, err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	for _, dir := range []string{filepath.Dir(r.certFile), filepath.Dir(r.keyFile)} {
 		if err := w.Add(dir); err != nil && !errors.Is(err, fsnotify.ErrClosed) {
 			// Polling still reloads; the events only make it faster.

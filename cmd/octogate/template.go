@@ -95,10 +95,10 @@ func runTemplateCheck(cmd *cobra.Command, o *templateCheckOptions) error {
 		_, _ = fmt.Fprintf(out, "allowed names: %s\n", strings.Join(t.AllowedNames(c), ", "))
 	}
 	if len(t.AllowedLabels) > 0 {
-		fmt.Fprintf(out, "owners may set labels: %s\n", strings.Join(t.AllowedLabels, ", "))
+		_, _ = fmt.Fprintf(out, "owners may set labels: %s\n", strings.Join(t.AllowedLabels, ", "))
 	}
 	if len(t.AllowedAnnotations) > 0 {
-		fmt.Fprintf(out, "owners may set annotations: %s\n", strings.Join(t.AllowedAnnotations, ", "))
+		_, _ = fmt.Fprintf(out, "owners may set annotations: %s\n", strings.Join(t.AllowedAnnotations, ", "))
 	}
 	ns := o.namespace
 	if ns == "" {

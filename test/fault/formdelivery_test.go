@@ -80,7 +80,7 @@ func send(t *testing.T, c *http.Client, req *http.Request) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var b strings.Builder
 	if _, err := io.Copy(&b, res.Body); err != nil {
 		t.Fatal(err)
