@@ -17,11 +17,13 @@ CHART_REPO ?= oci://ghcr.io/octogate/charts
 HELM ?= helm
 DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+# Where the GitHub release of v$(VERSION) serves its files (the krew manifest's uris).
+RELEASE_URL ?= https://github.com/octogate/octogate/releases/download/v$(VERSION)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
 BENCH_NAMESPACES ?= 10000
 
-.PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist krew-manifest chart-package chart-push release-notes check-version
 
 all: build
 
@@ -87,7 +89,8 @@ print-image:
 print-version:
 	@echo $(VERSION)
 
-## dist: static release binaries for $(DIST_PLATFORMS) and their checksums.txt into $(DIST)/
+## dist: static release binaries for $(DIST_PLATFORMS), the krew archives of the same binaries
+## (kubectl-octogate_VERSION_OS_ARCH.tar.gz) and checksums.txt of both into $(DIST)/
 dist:
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for p in $(DIST_PLATFORMS); do \
@@ -96,7 +99,18 @@ dist:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
 	    -ldflags "-s -w -buildid= $(LDFLAGS)" -o $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext ./cmd/octogate; \
 	done
-	cd $(DIST) && sha256sum octogate_* > checksums.txt
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/krew/build archives -dist $(DIST) \
+	  -version $(VERSION) -platforms "$(DIST_PLATFORMS)"
+	cd $(DIST) && sha256sum octogate_* kubectl-octogate_* > checksums.txt
+
+## krew-manifest: the krew plugin manifest $(DIST)/octogate.yaml from $(DIST)/checksums.txt (make dist)
+krew-manifest:
+	$(GO) run ./internal/krew/build manifest -dist $(DIST) -version $(VERSION) \
+	  -platforms "$(DIST_PLATFORMS)" -download-url $(RELEASE_URL)
+
+## print-dist-platforms: the platforms make dist builds
+print-dist-platforms:
+	@echo $(DIST_PLATFORMS)
 
 ## chart-package: the chart as $(DIST)/octogate-$(VERSION).tgz
 chart-package:
