@@ -19,11 +19,22 @@ DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 # Where the GitHub release of v$(VERSION) serves its files (the krew manifest's uris).
 RELEASE_URL ?= https://github.com/octogate/octogate/releases/download/v$(VERSION)
+# KUBE_VERSION picks the Kubernetes of the tools: empty is tools/go.mod's, what every test runs
+# against (bin/k8s, or $$OCTOGATE_K8S_BIN); 1.32 is tools/k8s-1.32/go.mod, built into bin/k8s-1.32.
+KUBE_VERSION ?=
+# KUBE_OLDEST is the oldest Kubernetes minor octogate supports (docs/upgrading.md).
+KUBE_OLDEST ?= 1.32
+K8S_MODULE := tools$(if $(KUBE_VERSION),/k8s-$(KUBE_VERSION))
+K8S_OLDEST_BIN ?= $(CURDIR)/bin/k8s-$(KUBE_OLDEST)
+K8S_BIN ?= $(if $(KUBE_VERSION),$(CURDIR)/bin/k8s-$(KUBE_VERSION),$(or $(OCTOGATE_K8S_BIN),$(CURDIR)/bin/k8s))
+# The end-to-end tests run against KUBE_OLDEST: login, whoami, authorization, namespaces and
+# the chart's objects.
+E2E_OLDEST_RUN ?= ^(TestScenario|TestSelfServiceNamespaces|TestPolicyCheckAgreesWithKubeAPIServer|TestInstallDocShowsTheChartsWiring|TestChartServerDryRun|TestTokenReviewV1beta1)$$
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
 BENCH_NAMESPACES ?= 10000
 
-.PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist krew-manifest chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e e2e-oldest lint bench fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
 
 all: build
 
@@ -32,20 +43,30 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/octogate ./cmd/octogate
 
 ## tools: pinned kube-apiserver, kube-controller-manager, kubectl, etcd, helm into bin/k8s/
+## (KUBE_VERSION=1.32: the Kubernetes binaries of tools/k8s-1.32 into bin/k8s-1.32/)
 tools:
-	bash tools/build.sh
+	OCTOGATE_K8S_MODULE=$(K8S_MODULE) OCTOGATE_K8S_BIN=$(K8S_BIN) bash tools/build.sh
 
-## test: vet + gofmt, then every test (unit, fuzz seeds, envtest, end to end) with -race
+## test: vet + gofmt, then every test (unit, fuzz seeds, envtest, end to end) with -race, then
+## the end-to-end tests of the oldest supported Kubernetes (e2e-oldest)
 test: tools lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) e2e-oldest
 
 ## unit: every test except test/e2e
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-## e2e: only the end-to-end tests against a real kube-apiserver
+## e2e: only the end-to-end tests against a real kube-apiserver (of KUBE_VERSION)
 e2e: tools
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
+	OCTOGATE_K8S_BIN=$(K8S_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
+
+## e2e-oldest: the end-to-end tests E2E_OLDEST_RUN against KUBE_OLDEST, the oldest supported
+## Kubernetes, built into K8S_OLDEST_BIN
+e2e-oldest:
+	$(MAKE) tools KUBE_VERSION=$(KUBE_OLDEST) K8S_BIN=$(K8S_OLDEST_BIN)
+	OCTOGATE_K8S_BIN=$(K8S_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
+	  -run '$(E2E_OLDEST_RUN)' ./test/e2e/
 
 lint:
 	$(GO) vet ./...
