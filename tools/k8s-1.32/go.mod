@@ -1,6 +1,7 @@
-// The oldest Kubernetes minor octogate supports (docs/install.md), for `make e2e-oldest`:
-// tools/build.sh KUBE_VERSION=1.32 builds kube-apiserver, kube-controller-manager and kubectl
-// from this module into bin/k8s-1.32; etcd and helm come from tools/go.mod.
+// The oldest Kubernetes minor octogate supports (docs/upgrading.md), for `make e2e-oldest`:
+// `make tools KUBE_VERSION=1.32` (tools/build.sh with OCTOGATE_K8S_MODULE=tools/k8s-1.32)
+// builds kube-apiserver, kube-controller-manager and kubectl from this module into
+// bin/k8s-1.32; etcd and helm come from tools/go.mod.
 module github.com/octogate/octogate/tools/k8s-1.32
 
 go 1.24.0
