@@ -17,6 +17,19 @@ CHART_REPO ?= oci://ghcr.io/octogate/charts
 HELM ?= helm
 DIST ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+# Where the GitHub release of v$(VERSION) serves its files (the krew manifest's uris).
+RELEASE_URL ?= https://github.com/octogate/octogate/releases/download/v$(VERSION)
+# KUBE_VERSION picks the Kubernetes of the tools: empty is tools/go.mod's, what every test runs
+# against (bin/k8s, or $$OCTOGATE_K8S_BIN); 1.32 is tools/k8s-1.32/go.mod, built into bin/k8s-1.32.
+KUBE_VERSION ?=
+# KUBE_OLDEST is the oldest Kubernetes minor octogate supports (docs/upgrading.md).
+KUBE_OLDEST ?= 1.32
+K8S_MODULE := tools$(if $(KUBE_VERSION),/k8s-$(KUBE_VERSION))
+K8S_OLDEST_BIN ?= $(CURDIR)/bin/k8s-$(KUBE_OLDEST)
+K8S_BIN ?= $(if $(KUBE_VERSION),$(CURDIR)/bin/k8s-$(KUBE_VERSION),$(or $(OCTOGATE_K8S_BIN),$(CURDIR)/bin/k8s))
+# The end-to-end tests run against KUBE_OLDEST: login, whoami, authorization, namespaces and
+# the chart's objects.
+E2E_OLDEST_RUN ?= ^(TestScenario|TestSelfServiceNamespaces|TestPolicyCheckAgreesWithKubeAPIServer|TestInstallDocShowsTheChartsWiring|TestChartServerDryRun|TestTokenReviewV1beta1)$$
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 60s
 BENCH_NAMESPACES ?= 10000
@@ -24,7 +37,7 @@ BENCH_NAMESPACES ?= 10000
 GOLANGCI_LINT_VERSION := $(shell sed -n 's,^[[:space:]]*github.com/golangci/golangci-lint/v2 \(v[^ ]*\).*,\1,p' tools/lint/go.mod)
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build tools test unit e2e lint bench fuzz demo chart-docs clean image image-push print-image print-version dist chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e e2e-oldest lint bench fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
 
 all: build
 
@@ -33,20 +46,30 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/octogate ./cmd/octogate
 
 ## tools: pinned kube-apiserver, kube-controller-manager, kubectl, etcd, helm into bin/k8s/
+## (KUBE_VERSION=1.32: the Kubernetes binaries of tools/k8s-1.32 into bin/k8s-1.32/)
 tools:
-	bash tools/build.sh
+	OCTOGATE_K8S_MODULE=$(K8S_MODULE) OCTOGATE_K8S_BIN=$(K8S_BIN) bash tools/build.sh
 
-## test: lint (vet, gofmt, golangci-lint), then every test (unit, fuzz seeds, envtest, end to end) with -race
+## test: lint (vet, gofmt, golangci-lint), then every test (unit, fuzz seeds, envtest, end to end)
+## with -race, then the end-to-end tests of the oldest supported Kubernetes (e2e-oldest)
 test: tools lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) e2e-oldest
 
 ## unit: every test except test/e2e
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
-## e2e: only the end-to-end tests against a real kube-apiserver
+## e2e: only the end-to-end tests against a real kube-apiserver (of KUBE_VERSION)
 e2e: tools
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
+	OCTOGATE_K8S_BIN=$(K8S_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
+
+## e2e-oldest: the end-to-end tests E2E_OLDEST_RUN against KUBE_OLDEST, the oldest supported
+## Kubernetes, built into K8S_OLDEST_BIN
+e2e-oldest:
+	$(MAKE) tools KUBE_VERSION=$(KUBE_OLDEST) K8S_BIN=$(K8S_OLDEST_BIN)
+	OCTOGATE_K8S_BIN=$(K8S_OLDEST_BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
+	  -run '$(E2E_OLDEST_RUN)' ./test/e2e/
 
 ## lint: go vet, gofmt, then golangci-lint with .golangci.yml
 lint: $(GOLANGCI_LINT)
@@ -99,7 +122,8 @@ print-image:
 print-version:
 	@echo $(VERSION)
 
-## dist: static release binaries for $(DIST_PLATFORMS) and their checksums.txt into $(DIST)/
+## dist: static release binaries for $(DIST_PLATFORMS), the krew archives of the same binaries
+## (kubectl-octogate_VERSION_OS_ARCH.tar.gz) and checksums.txt of both into $(DIST)/
 dist:
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for p in $(DIST_PLATFORMS); do \
@@ -108,7 +132,18 @@ dist:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
 	    -ldflags "-s -w -buildid= $(LDFLAGS)" -o $(DIST)/octogate_$(VERSION)_$${os}_$${arch}$$ext ./cmd/octogate; \
 	done
-	cd $(DIST) && sha256sum octogate_* > checksums.txt
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/krew/build archives -dist $(DIST) \
+	  -version $(VERSION) -platforms "$(DIST_PLATFORMS)"
+	cd $(DIST) && sha256sum octogate_* kubectl-octogate_* > checksums.txt
+
+## krew-manifest: the krew plugin manifest $(DIST)/octogate.yaml from $(DIST)/checksums.txt (make dist)
+krew-manifest:
+	$(GO) run ./internal/krew/build manifest -dist $(DIST) -version $(VERSION) \
+	  -platforms "$(DIST_PLATFORMS)" -download-url $(RELEASE_URL)
+
+## print-dist-platforms: the platforms make dist builds
+print-dist-platforms:
+	@echo $(DIST_PLATFORMS)
 
 ## chart-package: the chart as $(DIST)/octogate-$(VERSION).tgz
 chart-package:

@@ -1,9 +1,13 @@
 package release
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,11 +187,11 @@ func TestReleaseWorkflowPublishesEverything(t *testing.T) {
 		}
 	}
 	// The version is checked before anything is published.
-	if want := []string{"check-version", "release-notes", "dist", "image-push", "chart-push"}; !slices.Equal(runs, want) {
+	if want := []string{"check-version", "release-notes", "dist", "krew-manifest", "image-push", "chart-push"}; !slices.Equal(runs, want) {
 		t.Errorf("make targets in order %q, want %q", runs, want)
 	}
 	last := w.steps()[len(w.steps())-1].Run
-	for _, asset := range []string{"gh release create", "--notes-file dist/release-notes.md", "dist/octogate_*", "dist/checksums.txt", "dist/octogate-*.tgz"} {
+	for _, asset := range []string{"gh release create", "--notes-file dist/release-notes.md", "dist/octogate_*", "dist/kubectl-octogate_*", "dist/octogate.yaml", "dist/checksums.txt", "dist/octogate-*.tgz"} {
 		if !strings.Contains(last, asset) {
 			t.Errorf("the last step does not %q:\n%s", asset, last)
 		}
@@ -235,8 +239,10 @@ func TestOneVersionSource(t *testing.T) {
 	}
 }
 
-// TestDist builds the release binary of this machine's platform with `make dist` and checks it
-// against checksums.txt and runs it. The other platforms differ only in GOOS/GOARCH.
+// TestDist builds the release binary and krew archive of this machine's platform with `make
+// dist`, checks both against checksums.txt, runs the binary and the archive's kubectl-octogate,
+// and renders the krew manifest from them with `make krew-manifest`. The other platforms
+// differ only in GOOS/GOARCH (TestKrewManifestCoversEveryPlatform).
 func TestDist(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds octogate")
@@ -248,24 +254,237 @@ func TestDist(t *testing.T) {
 	}
 	version, _ := runMake(t, "print-version")
 	version = strings.TrimSpace(version)
-	name := "octogate_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH
+	exe := ""
 	if runtime.GOOS == "windows" {
-		name += ".exe"
+		exe = ".exe"
 	}
-	bin, err := os.ReadFile(filepath.Join(dist, name))
-	if err != nil {
-		t.Fatal(err)
+	name := "octogate_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH + exe
+	archive := "kubectl-octogate_" + version + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+	sums := checksums(t, dist)
+	if len(sums) != 2 {
+		t.Errorf("checksums.txt lists %v, want %s and %s", sums, name, archive)
 	}
-	sums, err := os.ReadFile(filepath.Join(dist, "checksums.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(bin)
-	if want := hex.EncodeToString(sum[:]) + "  " + name + "\n"; string(sums) != want {
-		t.Errorf("checksums.txt = %q, want %q", sums, want)
-	}
+	bin := readChecked(t, dist, name, sums)
 	out, err := exec.Command(filepath.Join(dist, name), "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "octogate "+version+" ") {
 		t.Errorf("%s version: %v %q", name, err, out)
 	}
+
+	files := untar(t, readChecked(t, dist, archive, sums))
+	plugin, ok := files["kubectl-octogate"+exe]
+	if !ok {
+		t.Fatalf("%s holds %v, no kubectl-octogate%s", archive, keys(files), exe)
+	}
+	if !bytes.Equal(plugin.data, bin) || plugin.mode&0o111 == 0 {
+		t.Errorf("%s: kubectl-octogate%s (mode %o) is not the release binary, executable", archive, exe, plugin.mode)
+	}
+	pluginPath := filepath.Join(t.TempDir(), "kubectl-octogate"+exe)
+	if err := os.WriteFile(pluginPath, plugin.data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(pluginPath, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "kubectl octogate") {
+		t.Errorf("kubectl-octogate --help does not speak of kubectl octogate: %v\n%s", err, out)
+	}
+
+	if out, err := runMake(t, "krew-manifest", "DIST="+dist, "DIST_PLATFORMS="+platform); err != nil {
+		t.Fatalf("make krew-manifest: %v\n%s", err, out)
+	}
+	m := loadKrewManifest(t, dist)
+	if len(m.Spec.Platforms) != 1 {
+		t.Fatalf("manifest has %d platforms, want 1 (%s)", len(m.Spec.Platforms), platform)
+	}
+	p := m.Spec.Platforms[0]
+	if p.Sha256 != sums[archive] || !strings.HasSuffix(p.URI, "/"+archive) {
+		t.Errorf("manifest platform %+v does not name %s with its checksum %s", p, archive, sums[archive])
+	}
+	if _, ok := files[p.Bin]; !ok {
+		t.Errorf("manifest bin %q is not in %s (%v)", p.Bin, archive, keys(files))
+	}
+}
+
+// TestKrewManifestCoversEveryPlatform renders the manifest of the default DIST_PLATFORMS from a
+// checksums.txt of every archive: each platform is there once, selected by os and arch, with
+// its archive's checksum, the release's download URL and the binary's name on that os.
+func TestKrewManifestCoversEveryPlatform(t *testing.T) {
+	out, err := runMake(t, "print-dist-platforms")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	platforms := strings.Fields(out)
+	version, _ := runMake(t, "print-version")
+	version = strings.TrimSpace(version)
+	dist := t.TempDir()
+	var sums strings.Builder
+	want := map[string]string{}
+	for i, p := range platforms {
+		goos, goarch, _ := strings.Cut(p, "/")
+		archive := "kubectl-octogate_" + version + "_" + goos + "_" + goarch + ".tar.gz"
+		sum := sha256.Sum256([]byte(archive))
+		want[p] = hex.EncodeToString(sum[:])
+		fmt.Fprintf(&sums, "%s  %s\n", want[p], archive)
+		fmt.Fprintf(&sums, "%064x  octogate_%s_%s_%s\n", i, version, goos, goarch)
+	}
+	if err := os.WriteFile(filepath.Join(dist, "checksums.txt"), []byte(sums.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runMake(t, "krew-manifest", "DIST="+dist); err != nil {
+		t.Fatalf("make krew-manifest: %v\n%s", err, out)
+	}
+	m := loadKrewManifest(t, dist)
+	if m.Spec.Version != "v"+version {
+		t.Errorf("spec.version %q, want v%s", m.Spec.Version, version)
+	}
+	seen := map[string]bool{}
+	for _, p := range m.Spec.Platforms {
+		key := p.Selector.MatchLabels["os"] + "/" + p.Selector.MatchLabels["arch"]
+		if len(p.Selector.MatchLabels) != 2 || seen[key] {
+			t.Errorf("platform selector %v: want os and arch, once each", p.Selector.MatchLabels)
+		}
+		seen[key] = true
+		goos, goarch, _ := strings.Cut(key, "/")
+		archive := "kubectl-octogate_" + version + "_" + goos + "_" + goarch + ".tar.gz"
+		if p.Sha256 != want[key] {
+			t.Errorf("%s: sha256 %s, want checksums.txt's %s", key, p.Sha256, want[key])
+		}
+		if url := "https://github.com/octogate/octogate/releases/download/v" + version + "/" + archive; p.URI != url {
+			t.Errorf("%s: uri %s, want %s", key, p.URI, url)
+		}
+		bin := "kubectl-octogate"
+		if goos == "windows" {
+			bin += ".exe"
+		}
+		if p.Bin != bin {
+			t.Errorf("%s: bin %q, want %q", key, p.Bin, bin)
+		}
+	}
+	for _, p := range platforms {
+		if !seen[p] {
+			t.Errorf("DIST_PLATFORMS has %s; the manifest does not", p)
+		}
+	}
+	if len(m.Spec.Platforms) != len(platforms) {
+		t.Errorf("%d platforms in the manifest, %d in DIST_PLATFORMS", len(m.Spec.Platforms), len(platforms))
+	}
+}
+
+// krewManifest is krew's plugin manifest, the fields of
+// https://krew.sigs.k8s.io/docs/developer-guide/plugin-manifest/, decoded strictly: a field krew
+// does not know fails the test.
+type krewManifest struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Version          string `yaml:"version"`
+		Homepage         string `yaml:"homepage"`
+		ShortDescription string `yaml:"shortDescription"`
+		Description      string `yaml:"description"`
+		Caveats          string `yaml:"caveats"`
+		Platforms        []struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+			URI    string `yaml:"uri"`
+			Sha256 string `yaml:"sha256"`
+			Files  []struct {
+				From string `yaml:"from"`
+				To   string `yaml:"to"`
+			} `yaml:"files"`
+			Bin string `yaml:"bin"`
+		} `yaml:"platforms"`
+	} `yaml:"spec"`
+}
+
+func loadKrewManifest(t *testing.T, dist string) krewManifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist, "octogate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m krewManifest
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("octogate.yaml: %v\n%s", err, b)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "octogate" {
+		t.Errorf("octogate.yaml is %s %s %q, want krew.googlecontainertools.github.com/v1alpha2 Plugin octogate", m.APIVersion, m.Kind, m.Metadata.Name)
+	}
+	if m.Spec.Homepage == "" || m.Spec.ShortDescription == "" || !regexp.MustCompile(`^v\d+\.\d+\.\d+`).MatchString(m.Spec.Version) {
+		t.Errorf("octogate.yaml: homepage %q, shortDescription %q, version %q: krew wants all three", m.Spec.Homepage, m.Spec.ShortDescription, m.Spec.Version)
+	}
+	return m
+}
+
+// checksums reads dist/checksums.txt (sha256sum's output) into file name -> hex digest.
+func checksums(t *testing.T, dist string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("checksums.txt line %q is not sha256sum's", line)
+		}
+		out[name] = sum
+	}
+	return out
+}
+
+// readChecked reads dist/name and fails unless its SHA-256 is the one in sums.
+func readChecked(t *testing.T, dist, name string, sums map[string]string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); sums[name] != got {
+		t.Errorf("checksums.txt has %q for %s, its SHA-256 is %s", sums[name], name, got)
+	}
+	return b
+}
+
+type archived struct {
+	mode int64
+	data []byte
+}
+
+func untar(t *testing.T, b []byte) map[string]archived {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]archived{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[hdr.Name] = archived{mode: hdr.Mode, data: data}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
