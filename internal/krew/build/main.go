@@ -104,7 +104,7 @@ func manifest(dist, version string, platforms []string, downloadURL string) erro
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sums, err := krew.ParseChecksums(f)
 	if err != nil {
 		return err
