@@ -27,7 +27,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		default:
 			t.Fatalf("code %q", err.Code)
 		}
-		if len(r.SubjectToken) >= 8 && strings.Contains(err.Description, r.SubjectToken) {
+		// Another parameter quoted in the error may contain the same text.
+		others := r.GrantType + "\n" + r.SubjectTokenType + "\n" + r.Audience + "\n" + r.RequestedTokenType
+		if len(r.SubjectToken) >= 8 && strings.Contains(err.Description, r.SubjectToken) && !strings.Contains(others, r.SubjectToken) {
 			t.Fatalf("error quotes the subject token: %s", err.Description)
 		}
 	})

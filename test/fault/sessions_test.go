@@ -134,6 +134,16 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 		t.Errorf("exchange of an unknown token: HTTP %d %v", status, m)
 	}
 
+	// The token endpoint has /authenticate's body limit: 16 KiB.
+	res, err = public.Post(disc.TokenEndpoint, "application/x-www-form-urlencoded", strings.NewReader("subject_token="+strings.Repeat("a", 20<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 20 KiB exchange: HTTP %d, want 413", res.StatusCode)
+	}
+
 	raw, ra := reviewUser(t, a, aliceToken)
 	if !ra.Status.Authenticated {
 		t.Fatalf("alice's GitHub token: %v", ra)
