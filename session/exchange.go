@@ -76,7 +76,10 @@ func DecodeRequest(body []byte) (Request, *OAuthError) {
 			if name == "audience" {
 				return Request{}, &OAuthError{Code: ErrInvalidTarget, Description: "one audience per exchange: a session is for one cluster"}
 			}
-			return Request{}, invalidRequest("parameter %q given %d times", clip(name), len(vs))
+			if !slices.Contains(knownParameters, name) {
+				name = "a parameter" // an unknown name is not quoted: it could be a token
+			}
+			return Request{}, invalidRequest("%s given %d times", name, len(vs))
 		}
 	}
 	r := Request{
@@ -110,6 +113,10 @@ func DecodeRequest(body []byte) (Request, *OAuthError) {
 	}
 	return r, nil
 }
+
+// knownParameters are the token exchange request parameters (RFC 8693 section 2.1).
+var knownParameters = []string{"grant_type", "resource", "audience", "scope", "requested_token_type",
+	"subject_token", "subject_token_type", "actor_token", "actor_token_type"}
 
 // Response is a successful exchange (RFC 8693 section 2.2.1).
 type Response struct {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -166,6 +168,29 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 	_, sb := exchange(aliceToken, "cluster-b")
 	if _, ok := reviewUser(t, b, fmt.Sprint(sb["access_token"])); !ok.Status.Authenticated {
 		t.Errorf("cluster-b's own session on cluster-b: %v", ok)
+	}
+
+	// The credential plugin, as kubectl runs it: the GitHub token in, a session out.
+	plugin := exec.Command(octogateBin, "credential", "--session-issuer", issuer, "--audience", "cluster-a",
+		"--session-ca-file", filepath.Join(certs, "ca.crt"))
+	home := t.TempDir()
+	plugin.Env = append(withoutOctogateVars(os.Environ()), "GITHUB_TOKEN="+aliceToken, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	out, err := plugin.Output()
+	if err != nil {
+		t.Fatalf("octogate credential --session-issuer: %v", err)
+	}
+	var ec struct {
+		Status struct {
+			Token               string    `json:"token"`
+			ExpirationTimestamp time.Time `json:"expirationTimestamp"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(out, &ec); err != nil || strings.Contains(string(out), aliceToken) || !strings.HasPrefix(ec.Status.Token, "eyJ") ||
+		time.Until(ec.Status.ExpirationTimestamp) > 5*time.Minute || time.Until(ec.Status.ExpirationTimestamp) < 4*time.Minute {
+		t.Fatalf("ExecCredential %s: %v", out, err)
+	}
+	if u, r := reviewUser(t, a, ec.Status.Token); !r.Status.Authenticated || !reflect.DeepEqual(u, raw) {
+		t.Errorf("the plugin's session on cluster-a: %v", r)
 	}
 
 	// member_removed: alice's live session stops working on cluster-a within 2 s.
