@@ -80,3 +80,22 @@ func TestEvictUserWithAJWTLookup(t *testing.T) {
 		t.Error("RevokedSince does not report the revocation")
 	}
 }
+
+// TestGitHubLookupGivesTheWholeIdentityFromTheCache: a token exchange after a review (a cache
+// hit) still gets the groups and extra, which the cache keeps only encoded.
+func TestGitHubLookupGivesTheWholeIdentityFromTheCache(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	gh.AddUser(githubapi.User{Login: "Alice", ID: 1001, Tokens: []string{"alice-1"},
+		Memberships: []githubapi.Membership{{Org: "acme"}}, Teams: []githubapi.Team{{Org: "acme", Name: "Platform"}}})
+	e := newEnv(t, gh, nil)
+	for i := range 2 {
+		id, err := e.h.GitHubLookup().Lookup(context.Background(), "alice-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(id.Groups) != 2 || id.Extra[ExtraLogin][0] != "Alice" {
+			t.Fatalf("lookup %d (cache %s): groups %v extra %v", i+1, map[int]string{0: "miss", 1: "hit"}[i], id.Groups, id.Extra)
+		}
+	}
+}

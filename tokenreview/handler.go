@@ -2,6 +2,7 @@ package tokenreview
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -181,9 +182,30 @@ func logReason(err error) string {
 // of /authenticate.
 func (h *Handler) GitHubLookup() Lookup {
 	if h.cache != nil {
-		return h.cache
+		return fullLookup{h.cache}
 	}
 	return h.lookup
+}
+
+// fullLookup answers the cache's identities whole: a cache hit carries only the username, uid
+// and encoded status.user, so groups and extra are decoded from it (once per exchange, not per
+// review).
+type fullLookup struct{ c *cache }
+
+func (f fullLookup) Lookup(ctx context.Context, token string) (Identity, error) {
+	id, err := f.c.Lookup(ctx, token)
+	if err != nil || id.Groups != nil || id.userJSON == nil {
+		return id, err
+	}
+	var u answerUser
+	if err := json.Unmarshal(id.userJSON, &u); err != nil {
+		return Identity{}, unavailable(ReasonGitHubUnavailable, err, "the cached identity does not decode")
+	}
+	id.Groups, id.Extra = u.Groups, u.Extra
+	if id.Groups == nil {
+		id.Groups = []string{}
+	}
+	return id, nil
 }
 
 // MaxBodyBytes is the body limit the /authenticate route should have (MaxReviewBytes); the
