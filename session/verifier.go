@@ -244,7 +244,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 	if !until.After(now) {
 		until = now.Add(time.Second)
 	}
-	return verified{id: id, iat: iat, exp: until}, nil
+	return verified{id: id.Encoded(), iat: iat, exp: until}, nil
 }
 
 func revokedError(user string, iat time.Time) *Error {
