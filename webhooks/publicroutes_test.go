@@ -10,9 +10,9 @@ import (
 	"github.com/octogate/octogate/webhooks"
 )
 
-// A route with WithMediaTypes takes those media types only and its handler sees the
-// Content-Type as sent; GET routes of HandleGet answer without a client certificate, and
-// only GET.
+// A public form-encoded route (the token endpoint's options) takes form bodies only, with no
+// client certificate; GET routes of HandleGet answer without a client certificate, and only
+// GET.
 func TestFormRouteAndPublicGetRoutes(t *testing.T) {
 	clientCA, err := certs.NewCA("test client CA")
 	if err != nil {
@@ -42,7 +42,7 @@ func TestFormRouteAndPublicGetRoutes(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
-	if got := post("application/x-www-form-urlencoded; charset=utf-8"); got != 200 || seen != "application/x-www-form-urlencoded; charset=utf-8" {
+	if got := post("application/x-www-form-urlencoded; charset=utf-8"); got != 200 || seen != "application/x-www-form-urlencoded" {
 		t.Errorf("form POST: %d, handler saw %q", got, seen)
 	}
 	for _, ct := range []string{"application/json", "", "text/plain"} {
