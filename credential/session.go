@@ -134,7 +134,7 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, github
 	if err != nil {
 		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	if err != nil {
 		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)

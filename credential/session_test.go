@@ -27,10 +27,10 @@ func fakeIssuer(t *testing.T, expiresIn int) (*httptest.Server, *atomic.Int32) {
 		if r.Form.Get("subject_token") != "gho_alice" || r.Form.Get("audience") != "cluster-a" ||
 			r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" {
 			w.WriteHeader(400)
-			fmt.Fprint(w, `{"error":"invalid_grant","error_description":"[not_member] GitHub user carol is not an active member"}`)
+			_, _ = fmt.Fprint(w, `{"error":"invalid_grant","error_description":"[not_member] GitHub user carol is not an active member"}`)
 			return
 		}
-		fmt.Fprintf(w, `{"access_token":"session-%d","issued_token_type":"urn:ietf:params:oauth:token-type:jwt","token_type":"N_A","expires_in":%d}`, n.Add(1), expiresIn)
+		_, _ = fmt.Fprintf(w, `{"access_token":"session-%d","issued_token_type":"urn:ietf:params:oauth:token-type:jwt","token_type":"N_A","expires_in":%d}`, n.Add(1), expiresIn)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &n

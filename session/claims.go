@@ -91,11 +91,6 @@ func (k *Keys) sign(c Claims) (string, error) {
 	return tok, nil
 }
 
-// identity is the Identity a session's claims carry.
-func (c Claims) identity() tokenreview.Identity {
-	return tokenreview.Identity{Username: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
-}
-
 // reservedName is the first of id's username and groups that starts with "system:", or "".
 func reservedName(id tokenreview.Identity) string {
 	if strings.HasPrefix(id.Username, tokenreview.SystemPrefix) {

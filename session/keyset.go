@@ -73,7 +73,7 @@ func (k *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 }
 
 func (k *keySet) verify(ctx context.Context, jwt string) ([]byte, *Error) {
-	jws, err := jose.ParseSigned(jwt, []jose.SignatureAlgorithm{jose.ES256})
+	jws, err := jose.ParseSignedCompact(jwt, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil || len(jws.Signatures) != 1 {
 		return nil, refuse(tokenreview.ReasonBadSignature, "the session is not a JWT signed with ES256")
 	}
@@ -182,7 +182,7 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", k.jwksURL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", k.jwksURL, resp.Status)
 	}

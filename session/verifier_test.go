@@ -268,14 +268,14 @@ func TestVerifierDiscoversARemoteIssuer(t *testing.T) {
 	defer srv.Close()
 	mux.HandleFunc(DiscoveryPath, func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
-			http.Error(w, "down", 502)
+			http.Error(w, "down", http.StatusBadGateway)
 			return
 		}
 		NewDiscoveryHandler(srv.URL).ServeHTTP(w, r)
 	})
 	mux.HandleFunc(JWKSPath, func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
-			http.Error(w, "down", 502)
+			http.Error(w, "down", http.StatusBadGateway)
 			return
 		}
 		fetches.Add(1)
@@ -326,9 +326,11 @@ func TestKeyIDIsTheJWKThumbprint(t *testing.T) {
 	k := mustKeys(t)
 	pub := k.Public()[0].Key.(*ecdsa.PublicKey)
 	b64 := func(n []byte) string { return base64.RawURLEncoding.EncodeToString(n) }
-	x, y := make([]byte, 32), make([]byte, 32)
-	pub.X.FillBytes(x)
-	pub.Y.FillBytes(y)
+	raw, err := pub.Bytes() // 0x04 || X || Y (SEC 1 uncompressed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := raw[1:33], raw[33:]
 	sum := sha256.Sum256([]byte(`{"crv":"P-256","kty":"EC","x":"` + b64(x) + `","y":"` + b64(y) + `"}`))
 	if want := b64(sum[:]); k.KeyID() != want {
 		t.Fatalf("kid %s, want %s", k.KeyID(), want)

@@ -39,7 +39,7 @@ func TestFormRouteAndPublicGetRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		_ = res.Body.Close()
 		return res.StatusCode
 	}
 	if got := post("application/x-www-form-urlencoded; charset=utf-8"); got != 200 || seen != "application/x-www-form-urlencoded" {

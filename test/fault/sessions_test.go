@@ -29,7 +29,7 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close()
 	return addr
 }
 
@@ -95,7 +95,7 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 		TokenEndpoint string `json:"token_endpoint"`
 	}
 	err = json.NewDecoder(res.Body).Decode(&disc)
-	res.Body.Close()
+	_ = res.Body.Close()
 	if err != nil || res.StatusCode != 200 || disc.Issuer != issuer || disc.TokenEndpoint != issuer+"/oauth2/token" {
 		t.Fatalf("discovery: HTTP %d %+v %v", res.StatusCode, disc, err)
 	}
@@ -112,7 +112,7 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		body, _ := io.ReadAll(res.Body)
 		var m map[string]any
 		if err := json.Unmarshal(body, &m); err != nil {
@@ -141,7 +141,7 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
+	_ = res.Body.Close()
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("a 20 KiB exchange: HTTP %d, want 413", res.StatusCode)
 	}
