@@ -93,9 +93,9 @@ func (c *cacheFile) token(now time.Time, src Source) Token {
 	return Token{Value: c.AccessToken, Expiry: expiryOr(c.Expiry, now), Source: src}
 }
 
-// writeCache writes c to path with mode 0600 (directory 0700), atomically: a reader sees the
+// writeCache writes c (a cacheFile or a sessionCache) as JSON to path with mode 0600 (directory 0700), atomically: a reader sees the
 // old file or the new one, never a partial one.
-func writeCache(path string, c cacheFile) error {
+func writeCache(path string, c any) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

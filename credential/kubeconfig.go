@@ -52,6 +52,11 @@ type UserKubeconfig struct {
 	// `credential --github-actions=ActionsAudience` (non-interactive) instead of the GitHub login.
 	GitHubActions   bool
 	ActionsAudience string
+	// SessionIssuer and Audience, when set, make the plugin exchange the GitHub token for a
+	// session for that cluster (`credential --session-issuer URL --audience CLUSTER`): kubectl
+	// then never sees the GitHub token (docs/sessions.md). SessionCAFile is passed as
+	// --session-ca-file when set.
+	SessionIssuer, Audience, SessionCAFile string
 }
 
 // Render returns the kubeconfig (kubeconfig v1 YAML) with one cluster (CA embedded), one user
@@ -88,6 +93,12 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	if k.ClientSecret != "" {
 		args = append(args, "--client-secret", k.ClientSecret)
 	}
+	if k.SessionIssuer != "" {
+		args = append(args, "--session-issuer", k.SessionIssuer, "--audience", k.Audience)
+		if k.SessionCAFile != "" {
+			args = append(args, "--session-ca-file", k.SessionCAFile)
+		}
+	}
 	var env []clientcmdapi.ExecEnvVar
 	for _, name := range slices.Sorted(maps.Keys(k.Env)) {
 		env = append(env, clientcmdapi.ExecEnvVar{Name: name, Value: k.Env[name]})
@@ -113,6 +124,12 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 }
 
 func (k UserKubeconfig) validate() error {
+	if (k.SessionIssuer == "") != (k.Audience == "") {
+		return errors.New("session issuer and audience: set both or neither")
+	}
+	if k.SessionIssuer != "" && k.GitHubActions {
+		return errors.New("session issuer: not with GitHub Actions yet; a workflow sends its OIDC token")
+	}
 	u, err := url.Parse(k.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("server %q: want an https URL such as https://kube.example.com:6443", k.Server)

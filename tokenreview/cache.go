@@ -73,7 +73,7 @@ func newCache(cfg Config, next Lookup, m *metrics, log *slog.Logger) (*cache, er
 	if err != nil {
 		return nil, err
 	}
-	index := newUserIndex(ttl + StaleFor)
+	index := newUserIndex(max(ttl+StaleFor, MinRevocationMemory))
 	entries, err := lru.NewWithEvict(size, func(k [sha256.Size]byte, _ *entry) { index.drop(k) })
 	if err != nil {
 		return nil, err

@@ -64,6 +64,11 @@ type Config struct {
 	// Actions ID tokens (package actionsoidc, enabled by OCTOGATE_ACTIONS_AUDIENCE). Its answers
 	// bypass the GitHub token cache.
 	JWTLookup Lookup
+	// RefuseGitHubTokens refuses every token that is not a JWT (raw GitHub tokens) with
+	// ReasonSessionsRequired, without asking GitHub (OCTOGATE_RAW_GITHUB_TOKENS=false): once
+	// every kubeconfig carries sessions, no GitHub token reaches this cluster's
+	// /authenticate. GitHubLookup still looks GitHub tokens up (for token exchange).
+	RefuseGitHubTokens bool
 	// ConditionalCacheBytes bounds the memory of the GitHub answers kept, per token and URL,
 	// to revalidate them with conditional requests, which cost no rate limit when nothing
 	// changed (default DefaultConditionalCacheBytes; see conditionalTransport). -1: no
@@ -139,11 +144,13 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	var l Lookup = c
-	if cfg.JWTLookup != nil {
-		l = jwtDispatch{jwt: cfg.JWTLookup, github: c}
+	if cfg.JWTLookup != nil || cfg.RefuseGitHubTokens {
+		l = jwtDispatch{jwt: cfg.JWTLookup, github: c, refuseGitHub: cfg.RefuseGitHubTokens}
 	}
 	h := NewHandler(l, logger)
+	h.cache = c
 	h.reviews = m.reviews
+	h.credentials = m.credentials
 	return h, nil
 }
 

@@ -15,8 +15,8 @@ import (
 // authorization revoked) ends access before CacheTTL. Revocations are remembered for
 // CacheTTL + StaleFor, the longest any identity is served. Safe for concurrent use.
 func (h *Handler) EvictUser(uid string, at time.Time) int {
-	c, ok := h.lookup.(*cache)
-	if !ok {
+	c := h.cache
+	if c == nil {
 		return 0
 	}
 	return c.index.evictUser(c, uid, at)
@@ -27,8 +27,8 @@ func (h *Handler) EvictUser(uid string, at time.Time) int {
 // many identities were dropped. Team events (a team deleted or renamed, a member removed
 // from it) change the groups of every member at once.
 func (h *Handler) EvictGroup(group string, at time.Time) int {
-	c, ok := h.lookup.(*cache)
-	if !ok {
+	c := h.cache
+	if c == nil {
 		return 0
 	}
 	n := 0
@@ -37,6 +37,22 @@ func (h *Handler) EvictGroup(group string, at time.Time) int {
 	}
 	return n
 }
+
+// RevokedSince reports whether a revocation of the user uid (EvictUser, EvictGroup) happened
+// at or after t. Sessions (package session) ask it with their iat: a session issued before
+// the user's latest revocation is refused. Revocations are remembered for at least
+// MinRevocationMemory. A Handler without the GitHub cache (NewHandler) knows no revocation.
+func (h *Handler) RevokedSince(uid string, t time.Time) bool {
+	if h.cache == nil {
+		return false
+	}
+	return h.cache.index.revokedSince(uid, t)
+}
+
+// MinRevocationMemory is the least time a revocation is remembered, whatever CacheTTL: the
+// longest lifetime a session verifier accepts (package session's MaxTTL), so that a session
+// issued before a revocation cannot outlive its memory.
+const MinRevocationMemory = time.Hour
 
 type cacheKey = [sha256.Size]byte
 

@@ -113,20 +113,26 @@ func TestEviction(t *testing.T) {
 	t.Run("the index follows the LRU: dropped entries leave it", func(t *testing.T) {
 		e := newEnv(t, newGitHub(t), func(c *Config) { c.CacheSize = 1 })
 		warm(t, e, "bob-1", "alice-1")
-		x := e.h.lookup.(*cache).index
+		x := e.h.cache.index
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		if len(x.keys) != 1 || len(x.byUser) != 1 || x.byUser["1001"] == nil {
 			t.Fatalf("index holds %d keys, users %v; want alice's one key", len(x.keys), x.byUser)
 		}
 	})
-	t.Run("revocations are forgotten after CacheTTL + StaleFor", func(t *testing.T) {
+	t.Run("revocations are forgotten after max(CacheTTL + StaleFor, MinRevocationMemory)", func(t *testing.T) {
 		e := newEnv(t, newGitHub(t), nil)
-		c := e.h.lookup.(*cache)
+		c := e.h.cache
 		for i := range 100 {
 			e.h.EvictUser(strconv.Itoa(i), e.clock.now())
 		}
+		revokedAt := e.clock.now()
 		e.clock.advance(DefaultCacheTTL + StaleFor + 2*time.Second)
+		e.h.EvictUser("y", e.clock.now()) // prunes
+		if !e.h.RevokedSince("7", revokedAt) {
+			t.Fatal("a revocation younger than MinRevocationMemory is forgotten: a session issued before it would pass")
+		}
+		e.clock.advance(MinRevocationMemory + time.Second)
 		e.h.EvictUser("x", e.clock.now())
 		c.index.revokedMu.RLock()
 		defer c.index.revokedMu.RUnlock()

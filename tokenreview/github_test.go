@@ -72,7 +72,7 @@ func newEnv(t testing.TB, gh *githubapi.Server, mutate func(*Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.lookup.(*cache).now = e.clock.now
+	h.cache.now = e.clock.now
 	e.h = h
 	return e
 }

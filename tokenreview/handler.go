@@ -2,6 +2,7 @@ package tokenreview
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -45,10 +46,15 @@ var errTokenTooLong = refused(ReasonInvalidToken, "token longer than %d bytes: n
 // Handler serves POST /authenticate (an http.Handler).
 type Handler struct {
 	lookup Lookup
-	log    *slog.Logger
+	// cache is the GitHub token cache New puts behind lookup; nil from NewHandler.
+	cache *cache
+	log   *slog.Logger
 	// reviews counts answers by result and reason (octogate_token_reviews_total); New sets
 	// it, NewHandler leaves an unregistered one.
 	reviews *prometheus.CounterVec
+	// credentials counts answers by credential kind and result
+	// (octogate_token_review_credentials_total).
+	credentials *prometheus.CounterVec
 	// buffers hold answers (a few hundred bytes each), reused across
 	// reviews.
 	buffers sync.Pool
@@ -60,7 +66,7 @@ func NewHandler(l Lookup, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{lookup: l, log: logger, reviews: newReviewsCounter()}
+	h := &Handler{lookup: l, log: logger, reviews: newReviewsCounter(), credentials: newCredentialsCounter()}
 	h.buffers.New = func() any { return new(bytes.Buffer) }
 	return h
 }
@@ -170,6 +176,38 @@ func logReason(err error) string {
 	return err.Error()
 }
 
+// GitHubLookup is the Lookup of GitHub tokens behind /authenticate: the token cache of New
+// (the same answers, revocations and metrics), or the Lookup of NewHandler. Token exchange
+// (package session) looks subject tokens up with it, so an exchange applies exactly the rules
+// of /authenticate.
+func (h *Handler) GitHubLookup() Lookup {
+	if h.cache != nil {
+		return fullLookup{h.cache}
+	}
+	return h.lookup
+}
+
+// fullLookup answers the cache's identities whole: a cache hit carries only the username, uid
+// and encoded status.user, so groups and extra are decoded from it (once per exchange, not per
+// review).
+type fullLookup struct{ c *cache }
+
+func (f fullLookup) Lookup(ctx context.Context, token string) (Identity, error) {
+	id, err := f.c.Lookup(ctx, token)
+	if err != nil || id.Groups != nil || id.userJSON == nil {
+		return id, err
+	}
+	var u answerUser
+	if err := json.Unmarshal(id.userJSON, &u); err != nil {
+		return Identity{}, unavailable(ReasonGitHubUnavailable, err, "the cached identity does not decode")
+	}
+	id.Groups, id.Extra = u.Groups, u.Extra
+	if id.Groups == nil {
+		id.Groups = []string{}
+	}
+	return id, nil
+}
+
 // MaxBodyBytes is the body limit the /authenticate route should have (MaxReviewBytes); the
 // webhook server applies it before the handler runs.
 func (h *Handler) MaxBodyBytes() int64 { return MaxReviewBytes }
@@ -198,14 +236,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var id Identity
-	if len(rv.Spec.Token) > MaxTokenBytes {
+	kind := CredentialGitHubToken
+	switch k, ok := h.lookup.(KindLookup); {
+	case len(rv.Spec.Token) > MaxTokenBytes:
 		err = errTokenTooLong
-	} else {
+	case ok:
+		id, kind, err = k.LookupKind(r.Context(), rv.Spec.Token)
+	default:
 		id, err = h.lookup.Lookup(r.Context(), rv.Spec.Token)
 	}
 	a, status, outcome := decide(rv.APIVersion, id, err)
 	webhooks.Record(r.Context(), outcome)
-	h.reviews.WithLabelValues(Result(err), Reason(err)).Inc()
+	result := Result(err)
+	h.reviews.WithLabelValues(result, Reason(err)).Inc()
+	h.credentials.WithLabelValues(kind, result).Inc()
 
 	buf := h.buffers.Get().(*bytes.Buffer)
 	defer h.putBuffer(buf)

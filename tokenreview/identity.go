@@ -293,3 +293,10 @@ func (r identityRules) refusal(u githubUser) error {
 	}
 	return refused(ReasonNotMember, "GitHub user %s is not an active member of any organization allowed by OCTOGATE_GITHUB_ORGS (%s)", u.login, r.orgsText)
 }
+
+// Encoded is id with its status.user encoded once: a Lookup that caches identities (package
+// session) returns it so that the Handler answers each review without encoding it again.
+func (id Identity) Encoded() Identity {
+	id.userJSON = encodeUser(id)
+	return id
+}

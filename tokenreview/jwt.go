@@ -5,18 +5,56 @@ import (
 	"strings"
 )
 
-// jwtDispatch sends tokens that look like a JWT to jwt (GitHub Actions ID tokens, see
-// Config.JWTLookup) and every other token to github. GitHub tokens never contain a dot
-// (their formats: ghp_..., gho_..., github_pat_..., 40 hex digits).
+// Credential kinds: the kind label of octogate_token_review_credentials_total.
+const (
+	// CredentialGitHubToken is a raw GitHub token (anything that is not a JWT).
+	CredentialGitHubToken = "github_token"
+	// CredentialActions is a GitHub Actions OIDC token (or another JWT that is no session).
+	CredentialActions = "actions"
+	// CredentialSession is a session minted by a trusted octogate issuer (package session).
+	CredentialSession = "session"
+)
+
+// KindLookup is a Lookup that also names the kind of credential it answered for. A
+// Config.JWTLookup that answers several kinds (package session: sessions, and Actions tokens
+// behind it) is one; another JWTLookup's answers count as CredentialActions.
+type KindLookup interface {
+	Lookup
+	LookupKind(ctx context.Context, token string) (Identity, string, error)
+}
+
+// errSessionsRequired refuses a GitHub token under Config.RefuseGitHubTokens.
+var errSessionsRequired = refused(ReasonSessionsRequired, "this cluster accepts sessions, not GitHub tokens (OCTOGATE_RAW_GITHUB_TOKENS=false): "+
+	"log in with `octogate credential --session-issuer URL --audience CLUSTER` (docs/sessions.md)")
+
+// jwtDispatch sends tokens that look like a JWT to jwt (GitHub Actions ID tokens and sessions,
+// see Config.JWTLookup) and every other token to github, or refuses those under refuseGitHub.
+// GitHub tokens never contain a dot (their formats: ghp_..., gho_..., github_pat_..., 40 hex
+// digits).
 type jwtDispatch struct {
-	jwt, github Lookup
+	jwt, github  Lookup
+	refuseGitHub bool
 }
 
 func (d jwtDispatch) Lookup(ctx context.Context, token string) (Identity, error) {
-	if LooksLikeJWT(token) {
-		return d.jwt.Lookup(ctx, token)
+	id, _, err := d.LookupKind(ctx, token)
+	return id, err
+}
+
+// LookupKind answers token and names its credential kind.
+func (d jwtDispatch) LookupKind(ctx context.Context, token string) (Identity, string, error) {
+	if d.jwt != nil && LooksLikeJWT(token) {
+		if k, ok := d.jwt.(KindLookup); ok {
+			return k.LookupKind(ctx, token)
+		}
+		id, err := d.jwt.Lookup(ctx, token)
+		return id, CredentialActions, err
 	}
-	return d.github.Lookup(ctx, token)
+	if d.refuseGitHub {
+		return Identity{}, CredentialGitHubToken, errSessionsRequired
+	}
+	id, err := d.github.Lookup(ctx, token)
+	return id, CredentialGitHubToken, err
 }
 
 // LooksLikeJWT reports whether token has the shape of a JWS compact serialization (RFC 7515

@@ -14,6 +14,7 @@ type metrics struct {
 	cacheMiss      prometheus.Counter     // ...{result="miss"}
 	cacheStale     prometheus.Counter     // ...{result="stale"}
 	reviews        *prometheus.CounterVec // octogate_token_reviews_total{result,reason}
+	credentials    *prometheus.CounterVec // octogate_token_review_credentials_total{kind,result}
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -30,9 +31,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Token reviews by cache result: hit (fresh cached answer), miss (asked GitHub), stale (cached identity served while GitHub is unavailable).",
 	}, []string{"result"})
 	reviews := newReviewsCounter()
+	credentials := newCredentialsCounter()
 	if reg != nil {
 		var err error
 		if reviews, err = register(reg, reviews); err != nil {
+			return nil, err
+		}
+		if credentials, err = register(reg, credentials); err != nil {
 			return nil, err
 		}
 		if gh, err = register(reg, gh); err != nil {
@@ -52,6 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		cacheMiss:      cache.WithLabelValues("miss"),
 		cacheStale:     cache.WithLabelValues("stale"),
 		reviews:        reviews,
+		credentials:    credentials,
 	}, nil
 }
 
@@ -76,4 +82,15 @@ func newReviewsCounter() *prometheus.CounterVec {
 		Name: "octogate_token_reviews_total",
 		Help: "TokenReviews answered, by result (authenticated, refused, unavailable) and reason code (none when authenticated; see docs/identity.md).",
 	}, []string{"result", "reason"})
+}
+
+// newCredentialsCounter is octogate_token_review_credentials_total{kind,result}: kind is
+// CredentialGitHubToken, CredentialActions or CredentialSession; result as in
+// octogate_token_reviews_total. Its github_token series says whether kubectl still sends
+// GitHub tokens to this cluster.
+func newCredentialsCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "octogate_token_review_credentials_total",
+		Help: "TokenReviews answered, by credential kind (github_token, actions, session) and result (authenticated, refused, unavailable).",
+	}, []string{"kind", "result"})
 }

@@ -24,6 +24,17 @@ const (
 	ReasonOrgIDMismatch      = "org_id_mismatch"
 	ReasonGitHubRefused      = "github_refused"
 	ReasonReservedName       = "reserved_name"
+	ReasonSessionsRequired   = "sessions_required"
+
+	// Sessions (package session): a JWT whose iss is OCTOGATE_SESSION_TRUST_ISSUER.
+	ReasonWrongAudience      = "wrong_audience"
+	ReasonSessionExpired     = "session_expired"
+	ReasonSessionNotYetValid = "session_not_yet_valid"
+	ReasonSessionRevoked     = "session_revoked"
+	ReasonBadSignature       = "bad_signature"
+	ReasonBadSession         = "bad_session"
+	ReasonWrongIssuer        = "wrong_issuer"
+	ReasonSessionKeysMissing = "session_keys_unavailable"
 
 	ReasonRateLimited       = "rate_limited"
 	ReasonLoginLockout      = "login_lockout"
@@ -83,6 +94,30 @@ var Reasons = []ReasonInfo{
 	{ReasonReservedName, ResultRefused,
 		"the username or a group would start with system:, which Kubernetes reserves (the server's OCTOGATE_USERNAME_PREFIX makes such names)",
 		"tell the cluster admin: OCTOGATE_USERNAME_PREFIX must not make system: names"},
+	{ReasonSessionsRequired, ResultRefused,
+		"a GitHub token sent to a cluster that accepts only sessions (OCTOGATE_RAW_GITHUB_TOKENS=false)",
+		"log in with a session: `octogate credential --session-issuer URL --audience CLUSTER` (docs/sessions.md)"},
+	{ReasonWrongAudience, ResultRefused,
+		"a session minted for another cluster (its aud is not OCTOGATE_SESSION_AUDIENCE), or naming more than one",
+		"exchange the GitHub token for this cluster's audience (the kubeconfig's --audience)"},
+	{ReasonSessionExpired, ResultRefused,
+		"the session's exp has passed",
+		"run kubectl again: the credential plugin exchanges a new one"},
+	{ReasonSessionNotYetValid, ResultRefused,
+		"the session's nbf or iat is in the future",
+		"check the clocks of the issuer and of this server"},
+	{ReasonSessionRevoked, ResultRefused,
+		"the session was issued before a revocation of its user (a GitHub org webhook: member removed, blocked, authorization revoked)",
+		"exchange again: the issuer asks GitHub, and admits you if you are still a member"},
+	{ReasonBadSignature, ResultRefused,
+		"the session is not signed with ES256 by a key the trusted issuer publishes (alg none, HS256, an unknown or dropped key, a forged signature)",
+		"exchange again at the issuer; tell the admin if it persists (key rotation)"},
+	{ReasonBadSession, ResultRefused,
+		"a JWT of the trusted issuer whose claims are not a session's (undecodable, missing username, uid or sub, a lifetime above 1h, a system: name)",
+		"exchange again at the issuer"},
+	{ReasonWrongIssuer, ResultRefused,
+		"a JWT of another issuer than OCTOGATE_SESSION_TRUST_ISSUER, and GitHub Actions tokens are off",
+		"exchange at the issuer this cluster trusts"},
 	{ReasonGitHubRefused, ResultRefused,
 		"GitHub refused another call with a 4xx the codes above do not cover",
 		"read the error GitHub gave; the token needs read:user and read:org (or Members: read)"},
@@ -98,6 +133,9 @@ var Reasons = []ReasonInfo{
 	{ReasonSaturated, ResultUnavailable,
 		"octogate already waits on as many GitHub lookups as it allows (GitHub is slow)",
 		"retry shortly"},
+	{ReasonSessionKeysMissing, ResultUnavailable,
+		"the session is signed with a key this server does not know and cannot fetch from the trusted issuer now",
+		"retry shortly; check that this server reaches the issuer's discovery document and JWKS"},
 }
 
 // ReasonCoder is an error of another Lookup (GitHub Actions OIDC tokens) that carries its own

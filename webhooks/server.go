@@ -193,7 +193,7 @@ func New(cfg Config) (*Server, error) {
 //
 // Options change the route: WithMaxBodyBytes sets its own body limit, WithoutClientCert
 // exempts it from the client-certificate requirement, WithMediaTypes sets the media types it
-// takes (application/json only unless set).
+// takes (application/json only unless set). HandleGet mounts public GET documents.
 func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOption) {
 	if s.started.Load() {
 		panic("webhooks: Handle called after Run")

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/octogate/octogate/internal/githuborgs"
+	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -35,6 +36,14 @@ type serveConfig struct {
 	ActionsAudience         string        `env:"OCTOGATE_ACTIONS_AUDIENCE" help:"audience (aud) of GitHub Actions OIDC tokens /authenticate accepts; unset: Actions tokens are off"`
 	ActionsIssuer           string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
 	ActionsSubjects         []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
+	SessionIssuer           string        `env:"OCTOGATE_SESSION_ISSUER" help:"https URL clients and kube-apiserver reach this server at as a session issuer (token exchange, discovery, JWKS); unset: no sessions are issued"`
+	SessionAudiences        []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for; required with OCTOGATE_SESSION_ISSUER"`
+	SessionKeyFile          string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
+	SessionTTL              time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
+	SessionTrustIssuer      string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
+	SessionTrustCAFile      string        `env:"OCTOGATE_SESSION_TRUST_CA_FILE" help:"extra CA bundle for the trusted issuer's discovery document and keys"`
+	SessionAudience         string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER"`
+	RawGitHubTokens         bool          `env:"OCTOGATE_RAW_GITHUB_TOKENS" envDefault:"true" help:"accept raw GitHub tokens at /authenticate; false: refused with sessions_required (once every kubeconfig uses sessions)"`
 	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
 	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
 	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
@@ -116,6 +125,7 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 	cfg.GitHubTokenTypes = trimList(cfg.GitHubTokenTypes)
 	cfg.AdminGroups = trimList(cfg.AdminGroups)
 	cfg.ActionsSubjects = trimList(cfg.ActionsSubjects)
+	cfg.SessionAudiences = trimList(cfg.SessionAudiences)
 	return cfg, cfg.validate()
 }
 
@@ -213,6 +223,33 @@ func (c serveConfig) validate() error {
 	case c.OwnerClusterRole == "":
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}
+	return c.validateSessions()
+}
+
+// validateSessions checks the OCTOGATE_SESSION_* variables and OCTOGATE_RAW_GITHUB_TOKENS
+// (docs/sessions.md).
+func (c serveConfig) validateSessions() error {
+	bad := func(name, value, expected string) error {
+		return fmt.Errorf("%s=%q: expected %s", name, value, expected)
+	}
+	if c.SessionIssuer != "" {
+		if err := session.ValidIssuer(c.SessionIssuer); err != nil {
+			return bad("OCTOGATE_SESSION_ISSUER", c.SessionIssuer, "an https URL without query or fragment, such as https://octogate.example.com")
+		}
+		if len(c.SessionAudiences) == 0 {
+			return bad("OCTOGATE_SESSION_AUDIENCES", "", "a comma list of the clusters sessions are minted for; it is required with OCTOGATE_SESSION_ISSUER")
+		}
+	}
+	switch {
+	case c.SessionTTL < session.MinTTL || c.SessionTTL > session.MaxTTL:
+		return bad("OCTOGATE_SESSION_TTL", c.SessionTTL.String(), fmt.Sprintf("a duration from %v to %v", session.MinTTL, session.MaxTTL))
+	case c.SessionTrustIssuer != "" && session.ValidIssuer(c.SessionTrustIssuer) != nil:
+		return bad("OCTOGATE_SESSION_TRUST_ISSUER", c.SessionTrustIssuer, "an https URL without query or fragment, such as https://octogate.example.com")
+	case c.SessionTrustIssuer != "" && strings.TrimSpace(c.SessionAudience) == "":
+		return bad("OCTOGATE_SESSION_AUDIENCE", c.SessionAudience, "this cluster's name, the audience its sessions carry; it is required with OCTOGATE_SESSION_TRUST_ISSUER")
+	case !c.RawGitHubTokens && c.SessionTrustIssuer == "" && c.ActionsAudience == "":
+		return bad("OCTOGATE_RAW_GITHUB_TOKENS", "false", "true unless OCTOGATE_SESSION_TRUST_ISSUER (or OCTOGATE_ACTIONS_AUDIENCE) is set: /authenticate would accept no credential at all")
+	}
 	return nil
 }
 
@@ -244,6 +281,9 @@ const maxTokenCacheTTL = 2 * time.Minute
 // variable; serve logs them at start.
 func (c serveConfig) warnings() []string {
 	var w []string
+	if c.SessionIssuer != "" && c.SessionKeyFile == "" {
+		w = append(w, "OCTOGATE_SESSION_KEY_FILE is unset: sessions are signed with an in-memory key, one replica only (other replicas and restarts do not know it); set a key file for more")
+	}
 	if c.TokenCacheTTL > maxTokenCacheTTL {
 		w = append(w, fmt.Sprintf("OCTOGATE_TOKEN_CACHE_TTL=%q is above kube-apiserver's default token webhook cache TTL (%v): a revoked token or a user who left the organization keeps access for up to the sum of both; keep it below %v",
 			c.TokenCacheTTL.String(), maxTokenCacheTTL, maxTokenCacheTTL))

@@ -27,6 +27,7 @@ func newCredentialCmd() *cobra.Command {
 	var forget, browser, device bool
 	var recheck time.Duration
 	var actionsAudience string
+	var sessionIssuer, audience, sessionCAFile string
 	cmd := &cobra.Command{
 		Use:   "credential",
 		Short: "kubectl exec credential plugin: prints an ExecCredential with a GitHub token",
@@ -38,7 +39,12 @@ available and the app's client secret is set (or with --browser), else the GitHu
 (--device forces it). Instructions go to stderr. The token is cached with mode 0600 in the user
 cache directory, beside a lock file that makes concurrent runs share one login; a cached token
 that GitHub last accepted more than --recheck ago is checked with GET /user and dropped when
-GitHub refuses it. --forget deletes the cached token.`,
+GitHub refuses it. --forget deletes the cached token.
+
+With --session-issuer URL --audience CLUSTER the GitHub token is exchanged at that octogate
+issuer for a session for the cluster (docs/sessions.md), cached with mode 0600 per issuer and
+audience and exchanged again shortly before it expires; kubectl gets the session, with its
+real expirationTimestamp, never the GitHub token.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, err := credential.ParseExecInfo(os.Getenv(envExecInfo))
@@ -91,7 +97,15 @@ GitHub refuses it. --forget deletes the cached token.`,
 				}
 				return nil
 			}
-			tok, err := p.Token(cmd.Context())
+			if (sessionIssuer == "") != (audience == "") {
+				return errors.New("--session-issuer and --audience: set both or neither")
+			}
+			var tok credential.Token
+			if sessionIssuer != "" {
+				tok, err = p.Session(cmd.Context(), credential.SessionConfig{Issuer: sessionIssuer, Audience: audience, CAFile: sessionCAFile})
+			} else {
+				tok, err = p.Token(cmd.Context())
+			}
 			if err != nil {
 				return oneLine(err)
 			}
@@ -107,6 +121,9 @@ GitHub refuses it. --forget deletes the cached token.`,
 	f.BoolVar(&device, "device", false, "log in through the device flow even when a browser is available")
 	f.DurationVar(&recheck, "recheck", credential.DefaultRecheck, "check a cached token GitHub last accepted longer ago than this with GET /user, and drop it on 401 (0: never)")
 	f.BoolVar(&forget, "forget", false, "delete the cached token and exit")
+	f.StringVar(&sessionIssuer, "session-issuer", "", "exchange the GitHub token at this octogate session issuer (OCTOGATE_SESSION_ISSUER) and print the session instead")
+	f.StringVar(&audience, "audience", "", "the cluster the session is for, with --session-issuer")
+	f.StringVar(&sessionCAFile, "session-ca-file", "", "extra PEM CA bundle for the session issuer")
 	f.StringVar(&actionsAudience, flagGitHubActions, "", "in a GitHub Actions job with `permissions: id-token: write`: print the job's OIDC ID token for this audience (OCTOGATE_ACTIONS_AUDIENCE of the server) instead of a GitHub token")
 	f.Lookup(flagGitHubActions).NoOptDefVal = "$" + envActionsAudience
 	return cmd
@@ -181,6 +198,9 @@ release binary; see docs/install.md.`,
 	f.StringVar(&k.ActionsAudience, flagGitHubActions, "", "for a GitHub Actions job: the plugin runs `credential --github-actions=AUDIENCE` (the server's OCTOGATE_ACTIONS_AUDIENCE)")
 	f.Lookup(flagGitHubActions).NoOptDefVal = "$" + envActionsAudience
 	f.StringVar(&k.Command, "command", credential.DefaultCommand, "octogate binary kubectl runs: a name found on PATH, or an absolute path to pin one")
+	f.StringVar(&k.SessionIssuer, "session-issuer", "", "the plugin exchanges the GitHub token at this octogate session issuer for a session (docs/sessions.md)")
+	f.StringVar(&k.Audience, "audience", "", "the cluster's audience for --session-issuer")
+	f.StringVar(&k.SessionCAFile, "session-ca-file", "", "absolute path of a PEM CA bundle for the session issuer, passed to the plugin")
 	_ = cmd.MarkFlagRequired("server")
 	_ = cmd.MarkFlagRequired("ca")
 	return cmd

@@ -16,6 +16,7 @@ func newKubeconfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newKubeconfigWebhookCmd())
 	cmd.AddCommand(newKubeconfigUserCmd())
+	cmd.AddCommand(newKubeconfigAuthenticationConfigCmd())
 	return cmd
 }
 

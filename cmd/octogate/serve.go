@@ -86,7 +86,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			return namedError(err)
 		}
 	}
-	authn, err := tokenreview.New(tokenreview.Config{
+	keys, err := sessionKeys(cfg)
+	if err != nil {
+		return err
+	}
+	var authn *tokenreview.Handler
+	jwts, err := sessionVerifier(cfg, keys, actions, func(uid string, t time.Time) bool { return authn.RevokedSince(uid, t) })
+	if err != nil {
+		return err
+	}
+	authn, err = tokenreview.New(tokenreview.Config{
 		GitHubAPIURL:   cfg.GitHubAPIURL,
 		GitHubCAFile:   cfg.GitHubCAFile,
 		Orgs:           cfg.GitHubOrgs,
@@ -108,9 +117,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			}
 			return max(1, inflight/2)
 		}(),
-		JWTLookup:  jwtLookup(actions),
-		Logger:     log,
-		Registerer: registry,
+		JWTLookup:          jwts,
+		RefuseGitHubTokens: !cfg.RawGitHubTokens,
+		Logger:             log,
+		Registerer:         registry,
 	})
 	if err != nil {
 		return namedError(err)
@@ -199,6 +209,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if ghHook != nil {
 		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
 			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
+	}
+	if err := mountIssuer(server, cfg, keys, authn, actions, log); err != nil {
+		return err
 	}
 
 	expiry := certs.NewExpiryCollector(map[string]string{
@@ -315,6 +328,11 @@ var fieldVariables = strings.NewReplacer(
 	"actionsoidc: Audience", "actionsoidc: OCTOGATE_ACTIONS_AUDIENCE",
 	"actionsoidc: Orgs", "actionsoidc: OCTOGATE_GITHUB_ORGS",
 	"actionsoidc: CAFile", "actionsoidc: OCTOGATE_GITHUB_CA_FILE",
+	"session: Issuer", "session: OCTOGATE_SESSION_ISSUER",
+	"session: Audiences", "session: OCTOGATE_SESSION_AUDIENCES",
+	"session: TTL", "session: OCTOGATE_SESSION_TTL",
+	"session: Audience", "session: OCTOGATE_SESSION_AUDIENCE",
+	"session: CAFile", "session: OCTOGATE_SESSION_TRUST_CA_FILE",
 )
 
 // jwtLookup is v as a tokenreview.Lookup, or nil (no JWT dispatch) when Actions tokens are off.

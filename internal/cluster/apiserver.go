@@ -33,6 +33,10 @@ type APIServerConfig struct {
 	AuthzKubeconfig string
 	// AuthorizedTTL and UnauthorizedTTL are the webhook authorizer's caches (default 1 s each).
 	AuthorizedTTL, UnauthorizedTTL time.Duration
+	// AuthenticationConfig is an AuthenticationConfiguration file (--authentication-config:
+	// JWT authenticators, such as `octogate kubeconfig authentication-config` writes); empty =
+	// none.
+	AuthenticationConfig string
 	// AdmissionKubeconfig is the kubeconfig of the WebhookAdmissionConfiguration that makes
 	// kube-apiserver present its client certificate to admission webhooks; empty = none.
 	AdmissionKubeconfig string
@@ -97,6 +101,9 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 		if cfg.TokenReviewVersion != "" {
 			args.Set("authentication-token-webhook-version", cfg.TokenReviewVersion)
 		}
+	}
+	if cfg.AuthenticationConfig != "" {
+		args.Set("authentication-config", mustAbs(cfg.AuthenticationConfig))
 	}
 	if cfg.AuthzKubeconfig != "" {
 		path := filepath.Join(cfg.WorkDir, "authorization-config.yaml")

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/octogate/octogate/actionsoidc"
+	"github.com/octogate/octogate/session"
+	"github.com/octogate/octogate/tokenreview"
+	"github.com/octogate/octogate/webhooks"
+)
+
+// sessionKeys loads OCTOGATE_SESSION_KEY_FILE, or makes an in-memory key, when this process
+// issues sessions (OCTOGATE_SESSION_ISSUER); nil otherwise.
+func sessionKeys(cfg serveConfig) (*session.Keys, error) {
+	switch {
+	case cfg.SessionIssuer == "":
+		return nil, nil
+	case cfg.SessionKeyFile == "":
+		return session.GenerateKeys()
+	}
+	k, err := session.LoadKeys(cfg.SessionKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("OCTOGATE_SESSION_KEY_FILE=%q: %w", cfg.SessionKeyFile, err)
+	}
+	return k, nil
+}
+
+// sessionVerifier is the JWT Lookup of /authenticate when it trusts a session issuer
+// (OCTOGATE_SESSION_TRUST_ISSUER): sessions are verified here, other JWTs go to actions. When
+// the trusted issuer is this process, its keys verify sessions in process. revoked is
+// tokenreview.Handler.RevokedSince, called only once the handler exists.
+func sessionVerifier(cfg serveConfig, keys *session.Keys, actions *actionsoidc.Verifier, revoked func(string, time.Time) bool) (tokenreview.Lookup, error) {
+	if cfg.SessionTrustIssuer == "" {
+		return jwtLookup(actions), nil
+	}
+	vc := session.VerifierConfig{
+		Issuer:   cfg.SessionTrustIssuer,
+		Audience: cfg.SessionAudience,
+		CAFile:   cfg.SessionTrustCAFile,
+		Revoked:  revoked,
+		Next:     jwtLookup(actions),
+		Timeout:  cfg.GitHubTimeout,
+	}
+	if keys != nil && sameIssuer(cfg.SessionIssuer, cfg.SessionTrustIssuer) {
+		vc.Keys = keys
+	}
+	v, err := session.NewVerifier(vc)
+	if err != nil {
+		return nil, fmt.Errorf("OCTOGATE_SESSION_TRUST_ISSUER=%q, OCTOGATE_SESSION_AUDIENCE=%q, OCTOGATE_SESSION_TRUST_CA_FILE=%q: %w",
+			cfg.SessionTrustIssuer, cfg.SessionAudience, cfg.SessionTrustCAFile, err)
+	}
+	return v, nil
+}
+
+func sameIssuer(a, b string) bool {
+	trim := func(s string) string {
+		for len(s) > 0 && s[len(s)-1] == '/' {
+			s = s[:len(s)-1]
+		}
+		return s
+	}
+	return trim(a) == trim(b)
+}
+
+// mountIssuer mounts the issuer's public routes (token exchange, discovery, JWKS) when this
+// process issues sessions. The token endpoint has /authenticate's body limit and its own
+// in-flight budget, and needs no client certificate: kubectl's credential plugin calls it.
+func mountIssuer(server *webhooks.Server, cfg serveConfig, keys *session.Keys, authn *tokenreview.Handler, actions *actionsoidc.Verifier, log *slog.Logger) error {
+	if keys == nil {
+		return nil
+	}
+	x, err := session.NewExchanger(session.ExchangerConfig{
+		Issuer:    cfg.SessionIssuer,
+		Audiences: cfg.SessionAudiences,
+		Keys:      keys,
+		TTL:       cfg.SessionTTL,
+		GitHub:    authn.GitHubLookup(),
+		Actions:   jwtLookup(actions),
+	})
+	if err != nil {
+		return namedError(err)
+	}
+	discovery, jwks, token := session.Routes(cfg.SessionIssuer)
+	h := session.NewTokenHandler(x)
+	server.Handle(token, "session-token", h, webhooks.WithoutClientCert(),
+		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
+	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
+	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
+	log.Info("issuing sessions", "issuer", x.Issuer(), "audiences", cfg.SessionAudiences, "ttl", cfg.SessionTTL,
+		"signingKey", keys.KeyID(), "publishedKeys", len(keys.Public()))
+	return nil
+}

@@ -1,0 +1,161 @@
+package credential
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// SourceSession marks a session exchanged at an octogate issuer (docs/sessions.md).
+const SourceSession Source = "session"
+
+// ErrSessionRefused is wrapped when the issuer refused the exchange (RFC 6749 section 5.2
+// error); the message carries the issuer's error and description (reason code first).
+var ErrSessionRefused = errors.New("session issuer refused the exchange")
+
+// SessionConfig names the issuer and the cluster of a session.
+type SessionConfig struct {
+	// Issuer is the issuer URL (OCTOGATE_SESSION_ISSUER of the issuing octogate); its token
+	// endpoint is Issuer + "/oauth2/token".
+	Issuer string
+	// Audience is the cluster the session is for.
+	Audience string
+	// CAFile is an extra PEM CA bundle trusted for the issuer.
+	CAFile string
+	// HTTPClient makes the exchange; default one with a 30 s timeout and CAFile.
+	HTTPClient *http.Client
+}
+
+// sessionCache is the JSON document of a session cache file.
+type sessionCache struct {
+	Issuer      string    `json:"issuer"`
+	Audience    string    `json:"audience"`
+	AccessToken string    `json:"accessToken"`
+	Expiry      time.Time `json:"expiry"`
+}
+
+// SessionCachePath is the cache file of the session for issuer and audience:
+// CacheDir/session-<hex SHA-256 of "issuer\naudience">.json.
+func (p *Plugin) SessionCachePath(issuer, audience string) string {
+	sum := sha256.Sum256([]byte(strings.TrimRight(issuer, "/") + "\n" + audience))
+	return filepath.Join(p.cfg.CacheDir, "session-"+hex.EncodeToString(sum[:])+".json")
+}
+
+// Session returns a session for sc.Audience: the cached one while it is valid for more than
+// a minute, else a new one, exchanged (RFC 8693) for the GitHub token that Token finds (with
+// its logins and prompts). The session is cached with mode 0600 per issuer and audience,
+// beside a lock file that makes concurrent runs exchange once; its Expiry is the session's
+// real exp. The GitHub token is sent to the issuer only, never printed.
+func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
+	issuer := strings.TrimRight(sc.Issuer, "/")
+	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
+		return Token{}, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
+	}
+	if strings.TrimSpace(sc.Audience) == "" {
+		return Token{}, errors.New("session audience: empty; name the cluster (--audience)")
+	}
+	client := sc.HTTPClient
+	if client == nil {
+		var err error
+		if client, err = newHTTPClient(sc.CAFile); err != nil {
+			return Token{}, fmt.Errorf("session CA: %w", err)
+		}
+	}
+	path := p.SessionCachePath(issuer, sc.Audience)
+	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
+		return tok, nil
+	}
+	unlock, err := p.lock(ctx, path)
+	if err != nil {
+		return Token{}, err
+	}
+	defer unlock()
+	// Another run may have exchanged while this one waited for the lock.
+	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
+		return tok, nil
+	}
+	gh, err := p.Token(ctx)
+	if err != nil {
+		return Token{}, err
+	}
+	tok, err := exchange(ctx, client, issuer, sc.Audience, gh.Value, p.cfg.Now())
+	if err != nil {
+		return Token{}, err
+	}
+	if err := writeCache(path, sessionCache{Issuer: issuer, Audience: sc.Audience, AccessToken: tok.Value, Expiry: tok.Expiry}); err != nil {
+		return Token{}, fmt.Errorf("write session cache: %w", err)
+	}
+	return tok, nil
+}
+
+// cachedSession is the cached session of path when it is safe, for issuer and audience, and
+// valid for more than earlyRefresh.
+func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
+	if checkPrivate(path, p.uid) != nil {
+		return Token{}, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Token{}, false
+	}
+	var c sessionCache
+	if json.Unmarshal(b, &c) != nil || c.AccessToken == "" || c.Issuer != issuer || c.Audience != audience ||
+		!c.Expiry.After(p.cfg.Now().Add(earlyRefresh)) {
+		return Token{}, false
+	}
+	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, true
+}
+
+// exchange posts the RFC 8693 token exchange of a GitHub token for a session for audience.
+func exchange(ctx context.Context, client *http.Client, issuer, audience, githubToken string, now time.Time) (Token, error) {
+	form := url.Values{
+		"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
+		"subject_token":      {githubToken},
+		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		"audience":           {audience},
+	}
+	endpoint := issuer + "/oauth2/token"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return Token{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := client.Do(req)
+	if err != nil {
+		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)
+	}
+	var ans struct {
+		AccessToken      string `json:"access_token"`
+		IssuedTokenType  string `json:"issued_token_type"`
+		ExpiresIn        int64  `json:"expires_in"`
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d, not an OAuth answer", endpoint, res.StatusCode)
+	}
+	switch {
+	case res.StatusCode == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
+		return Token{Value: ans.AccessToken, Expiry: now.Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
+	case res.StatusCode == http.StatusBadRequest && ans.Error != "":
+		return Token{}, fmt.Errorf("%w: %s: %s", ErrSessionRefused, ans.Error, ans.ErrorDescription)
+	case ans.Error != "":
+		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d %s: %s (retry shortly)", endpoint, res.StatusCode, ans.Error, ans.ErrorDescription)
+	}
+	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
+}

@@ -1,0 +1,95 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeIssuer is a token endpoint that mints "session-N" for GitHub token "gho_alice" and
+// refuses every other token as not_member.
+func fakeIssuer(t *testing.T, expiresIn int) (*httptest.Server, *atomic.Int32) {
+	var n atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/oauth2/token" || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+			http.Error(w, "wrong request", 404)
+			return
+		}
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Form.Get("subject_token") != "gho_alice" || r.Form.Get("audience") != "cluster-a" ||
+			r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" {
+			w.WriteHeader(400)
+			_, _ = fmt.Fprint(w, `{"error":"invalid_grant","error_description":"[not_member] GitHub user carol is not an active member"}`)
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"access_token":"session-%d","issued_token_type":"urn:ietf:params:oauth:token-type:jwt","token_type":"N_A","expires_in":%d}`, n.Add(1), expiresIn)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestSessionIsExchangedCachedAndRenewed(t *testing.T) {
+	srv, exchanges := fakeIssuer(t, 300)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := newPlugin(t, Config{GitHubToken: "gho_alice", Now: func() time.Time { return now }})
+	sc := SessionConfig{Issuer: srv.URL + "/", Audience: "cluster-a", HTTPClient: srv.Client()}
+	tok, err := p.Session(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Value != "session-1" || !tok.Expiry.Equal(now.Add(300*time.Second)) || tok.Source != SourceSession {
+		t.Fatalf("session %v %q", tok, tok.Value)
+	}
+	fi, err := os.Stat(p.SessionCachePath(srv.URL, "cluster-a"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("session cache: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(p.SessionCachePath(srv.URL, "cluster-a")); strings.Contains(string(b), "gho_alice") {
+		t.Error("the session cache holds the GitHub token")
+	}
+	now = now.Add(3 * time.Minute)
+	if tok, _ := p.Session(context.Background(), sc); tok.Value != "session-1" || exchanges.Load() != 1 {
+		t.Fatalf("a live session is exchanged again: %q after %d exchanges", tok.Value, exchanges.Load())
+	}
+	now = now.Add(90 * time.Second) // 30 s before exp: renewed without a prompt
+	if tok, _ := p.Session(context.Background(), sc); tok.Value != "session-2" {
+		t.Fatalf("a session about to expire is not renewed: %q", tok.Value)
+	}
+	if p.SessionCachePath(srv.URL, "cluster-a") == p.SessionCachePath(srv.URL, "cluster-b") {
+		t.Error("one cache file for two audiences")
+	}
+}
+
+func TestSessionRefusalCarriesTheReasonCode(t *testing.T) {
+	srv, _ := fakeIssuer(t, 300)
+	p := newPlugin(t, Config{GitHubToken: "gho_carol"})
+	_, err := p.Session(context.Background(), SessionConfig{Issuer: srv.URL, Audience: "cluster-a", HTTPClient: srv.Client()})
+	if !errors.Is(err, ErrSessionRefused) || !strings.Contains(err.Error(), "invalid_grant: [not_member]") || strings.Contains(err.Error(), "gho_carol") {
+		t.Fatalf("refusal: %v", err)
+	}
+	if _, err := p.Session(context.Background(), SessionConfig{Issuer: "http://x", Audience: "a"}); err == nil {
+		t.Error("an http issuer was accepted")
+	}
+}
+
+func TestUserKubeconfigWithASession(t *testing.T) {
+	ca := testCA(t)
+	out, err := UserKubeconfig{Server: "https://kube.example.com:6443", CAData: ca, SessionIssuer: "https://octogate.example.com", Audience: "cluster-a"}.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "- --session-issuer\n      - https://octogate.example.com\n      - --audience\n      - cluster-a") {
+		t.Errorf("kubeconfig args:\n%s", out)
+	}
+	if _, err := (UserKubeconfig{Server: "https://kube.example.com:6443", CAData: ca, SessionIssuer: "https://octogate.example.com"}).Render(); err == nil {
+		t.Error("an issuer without an audience was accepted")
+	}
+}

@@ -1,0 +1,138 @@
+package session
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/octogate/octogate/webhooks"
+)
+
+// Paths of the issuer's routes, under the issuer URL's path.
+const (
+	DiscoveryPath = "/.well-known/openid-configuration"
+	JWKSPath      = "/openid/v1/jwks"
+	TokenPath     = "/oauth2/token"
+)
+
+// FormMediaType is the media type of a token exchange request (RFC 8693 section 2.1).
+const FormMediaType = "application/x-www-form-urlencoded"
+
+// Routes are the server paths of an issuer URL's routes: the URL's path (without a trailing
+// "/") followed by DiscoveryPath, JWKSPath and TokenPath.
+func Routes(issuer string) (discovery, jwks, token string) {
+	base := ""
+	if u, err := url.Parse(issuer); err == nil {
+		base = strings.TrimSuffix(u.Path, "/")
+	}
+	return base + DiscoveryPath, base + JWKSPath, base + TokenPath
+}
+
+// TokenHandler serves POST <issuer>/oauth2/token: decode (DecodeRequest) -> Exchange ->
+// encode. Answers carry Cache-Control: no-store (RFC 6749 section 5.1). A refusal is 400 with
+// {"error","error_description"}; temporarily_unavailable is 503 with Retry-After: 1. The
+// request log gets the decision, the user and the reason, never a token.
+type TokenHandler struct {
+	x *Exchanger
+}
+
+// NewTokenHandler serves x's exchanges.
+func NewTokenHandler(x *Exchanger) *TokenHandler { return &TokenHandler{x: x} }
+
+// MaxBodyBytes is the route's body limit (MaxRequestBytes).
+func (h *TokenHandler) MaxBodyBytes() int64 { return MaxRequestBytes }
+
+func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	body, err := webhooks.ReadBody(r)
+	if err != nil || len(body) > MaxRequestBytes {
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "request body unreadable or too large"})
+		writeJSON(w, http.StatusRequestEntityTooLarge, OAuthError{Code: ErrInvalidRequest, Description: "request body larger than 16 KiB"})
+		return
+	}
+	req, oerr := DecodeRequest(body)
+	if oerr != nil {
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		writeJSON(w, http.StatusBadRequest, oerr)
+		return
+	}
+	resp, id, oerr := h.x.Exchange(r.Context(), req)
+	switch {
+	case oerr == nil:
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience)})
+		writeJSON(w, http.StatusOK, resp)
+	case oerr.Code == ErrTemporarilyUnavailable:
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, oerr)
+	default:
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "refused", User: id.Username, Reason: oerr.Error()})
+		writeJSON(w, http.StatusBadRequest, oerr)
+	}
+}
+
+// Discovery is the OpenID Connect discovery document of an issuer.
+type Discovery struct {
+	Issuer                           string   `json:"issuer"`
+	JWKSURI                          string   `json:"jwks_uri"`
+	TokenEndpoint                    string   `json:"token_endpoint"`
+	GrantTypesSupported              []string `json:"grant_types_supported"`
+	ResponseTypesSupported           []string `json:"response_types_supported"`
+	SubjectTypesSupported            []string `json:"subject_types_supported"`
+	IDTokenSigningAlgValuesSupported []string `json:"id_token_signing_alg_values_supported"`
+	ClaimsSupported                  []string `json:"claims_supported"`
+}
+
+// NewDiscovery is issuer's discovery document: jwks_uri and token_endpoint are the issuer URL
+// followed by JWKSPath and TokenPath. response_types_supported and subject_types_supported are
+// required by OpenID Connect Discovery; octogate has no authorization endpoint, and "id_token"
+// with "public" is what kube-apiserver's own service-account issuer publishes.
+func NewDiscovery(issuer string) Discovery {
+	issuer = strings.TrimSuffix(issuer, "/")
+	return Discovery{
+		Issuer:                           issuer,
+		JWKSURI:                          issuer + JWKSPath,
+		TokenEndpoint:                    issuer + TokenPath,
+		GrantTypesSupported:              []string{GrantTypeTokenExchange},
+		ResponseTypesSupported:           []string{"id_token"},
+		SubjectTypesSupported:            []string{"public"},
+		IDTokenSigningAlgValuesSupported: []string{"ES256"},
+		ClaimsSupported:                  []string{"iss", "aud", "sub", "iat", "nbf", "exp", "jti", ClaimUsername, ClaimUID, ClaimGroups, ClaimExtra},
+	}
+}
+
+// DocumentHandler serves a fixed JSON document to GETs (the discovery document, the JWKS),
+// cacheable for a minute: a new key is published well before it signs.
+type DocumentHandler struct {
+	body []byte
+}
+
+// NewDiscoveryHandler serves NewDiscovery(issuer).
+func NewDiscoveryHandler(issuer string) *DocumentHandler {
+	b, err := json.Marshal(NewDiscovery(issuer))
+	if err != nil {
+		panic(err) // strings and string slices always encode
+	}
+	return &DocumentHandler{body: append(b, '\n')}
+}
+
+// NewJWKSHandler serves the public keys of k.
+func NewJWKSHandler(k *Keys) *DocumentHandler {
+	return &DocumentHandler{body: append(append([]byte(nil), k.JWKS()...), '\n')}
+}
+
+func (h *DocumentHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(h.body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
