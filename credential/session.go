@@ -34,6 +34,20 @@ type SessionConfig struct {
 	CAFile string
 	// HTTPClient makes the exchange; default one with a 30 s timeout and CAFile.
 	HTTPClient *http.Client
+	// Actions, when set, makes the subject token the job's GitHub Actions OIDC token instead of
+	// the GitHub token that Token finds.
+	Actions *ActionsJob
+}
+
+// ActionsJob is the GitHub Actions job whose OIDC ID token (ActionsIDToken) is exchanged.
+type ActionsJob struct {
+	// Getenv reads the job's environment (os.Getenv).
+	Getenv func(string) string
+	// Client asks the Actions runtime; nil: http.DefaultClient.
+	Client *http.Client
+	// Audience is the ID token's aud: the issuer's OCTOGATE_ACTIONS_AUDIENCE (empty: GitHub's
+	// default).
+	Audience string
 }
 
 // sessionCache is the JSON document of a session cache file.
@@ -53,9 +67,11 @@ func (p *Plugin) SessionCachePath(issuer, audience string) string {
 
 // Session returns a session for sc.Audience: the cached one while it is valid for more than
 // a minute, else a new one, exchanged (RFC 8693) for the GitHub token that Token finds (with
-// its logins and prompts). The session is cached with mode 0600 per issuer and audience,
-// beside a lock file that makes concurrent runs exchange once; its Expiry is the session's
-// real exp. The GitHub token is sent to the issuer only, never printed.
+// its logins and prompts), or with sc.Actions for the job's GitHub Actions OIDC token
+// (subject_token_type urn:ietf:params:oauth:token-type:jwt). The session is cached with mode
+// 0600 per issuer and audience (and, for a job, per job: a self-hosted runner's next job never
+// reuses it), beside a lock file that makes concurrent runs exchange once; its Expiry is the
+// session's real exp. The subject token is sent to the issuer only, never printed.
 func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	issuer := strings.TrimRight(sc.Issuer, "/")
 	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
@@ -72,6 +88,21 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 		}
 	}
 	path := p.SessionCachePath(issuer, sc.Audience)
+	subject := func(ctx context.Context) (string, string, error) {
+		gh, err := p.Token(ctx)
+		return gh.Value, tokenTypeAccessToken, err
+	}
+	if job := sc.Actions; job != nil {
+		reqURL, reqToken, err := actionsRequestEnv(job.Getenv)
+		if err != nil {
+			return Token{}, err
+		}
+		path = p.actionsSessionCachePath(issuer, sc.Audience, reqURL, reqToken)
+		subject = func(ctx context.Context) (string, string, error) {
+			id, err := ActionsIDToken(ctx, job.Getenv, job.Client, job.Audience)
+			return id.Value, tokenTypeJWT, err
+		}
+	}
 	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
 		return tok, nil
 	}
@@ -84,11 +115,11 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
 		return tok, nil
 	}
-	gh, err := p.Token(ctx)
+	subjectToken, subjectType, err := subject(ctx)
 	if err != nil {
 		return Token{}, err
 	}
-	tok, err := exchange(ctx, client, issuer, sc.Audience, gh.Value, p.cfg.Now())
+	tok, err := exchange(ctx, client, issuer, sc.Audience, subjectToken, subjectType, p.cfg.Now())
 	if err != nil {
 		return Token{}, err
 	}
@@ -116,12 +147,28 @@ func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
 	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, true
 }
 
-// exchange posts the RFC 8693 token exchange of a GitHub token for a session for audience.
-func exchange(ctx context.Context, client *http.Client, issuer, audience, githubToken string, now time.Time) (Token, error) {
+// RFC 8693 section 3 token types of the subject token: a GitHub token, or a GitHub Actions
+// OIDC token (a JWT).
+const (
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	tokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+)
+
+// actionsSessionCachePath is the cache file of a job's session: CacheDir/session-<hex SHA-256
+// of "issuer\naudience\nactions\nrequest URL\nrequest token">.json. The runtime's request URL
+// and token are the job's own, so no other job (of any repository) on the same runner finds it.
+func (p *Plugin) actionsSessionCachePath(issuer, audience, reqURL, reqToken string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{issuer, audience, "actions", reqURL, reqToken}, "\n")))
+	return filepath.Join(p.cfg.CacheDir, "session-"+hex.EncodeToString(sum[:])+".json")
+}
+
+// exchange posts the RFC 8693 token exchange of a subject token of subjectType for a session
+// for audience.
+func exchange(ctx context.Context, client *http.Client, issuer, audience, subjectToken, subjectType string, now time.Time) (Token, error) {
 	form := url.Values{
 		"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
-		"subject_token":      {githubToken},
-		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		"subject_token":      {subjectToken},
+		"subject_token_type": {subjectType},
 		"audience":           {audience},
 	}
 	endpoint := issuer + "/oauth2/token"
