@@ -23,6 +23,44 @@ const SourceSession Source = "session"
 // error); the message carries the issuer's error and description (reason code first).
 var ErrSessionRefused = errors.New("session issuer refused the exchange")
 
+// SessionError is the issuer's RFC 6749 section 5.2 error answer to an exchange: HTTP 400 (a
+// refusal: errors.Is(err, ErrSessionRefused)) or another status, 503 temporarily_unavailable
+// when GitHub or the Actions issuer cannot answer now. For invalid_grant and
+// temporarily_unavailable, Description starts with octogate's reason code ("[not_member] ...").
+type SessionError struct {
+	Endpoint    string // the token endpoint
+	Status      int    // HTTP status
+	Code        string // "error": invalid_grant, invalid_target, invalid_request, ...
+	Description string // "error_description"
+}
+
+func (e *SessionError) Error() string {
+	if e.Refused() {
+		return fmt.Sprintf("%s: %s: %s", ErrSessionRefused, e.Code, e.Description)
+	}
+	return fmt.Sprintf("session exchange at %s: HTTP %d %s: %s (retry shortly)", e.Endpoint, e.Status, e.Code, e.Description)
+}
+
+// Refused reports whether the issuer refused the exchange (HTTP 400), as opposed to being
+// unable to answer now.
+func (e *SessionError) Refused() bool { return e.Status == http.StatusBadRequest }
+
+// Is makes a refusal match ErrSessionRefused.
+func (e *SessionError) Is(target error) bool { return target == ErrSessionRefused && e.Refused() }
+
+// ReasonCode is the reason code at the start of Description ("[not_member] ..."), or "".
+func (e *SessionError) ReasonCode() string {
+	rest, ok := strings.CutPrefix(e.Description, "[")
+	if !ok {
+		return ""
+	}
+	code, _, ok := strings.Cut(rest, "]")
+	if !ok || code == "" || strings.ContainsAny(code, " \t") {
+		return ""
+	}
+	return code
+}
+
 // SessionConfig names the issuer and the cluster of a session.
 type SessionConfig struct {
 	// Issuer is the issuer URL (OCTOGATE_SESSION_ISSUER of the issuing octogate); its token
@@ -73,19 +111,9 @@ func (p *Plugin) SessionCachePath(issuer, audience string) string {
 // reuses it), beside a lock file that makes concurrent runs exchange once; its Expiry is the
 // session's real exp. The subject token is sent to the issuer only, never printed.
 func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
-	issuer := strings.TrimRight(sc.Issuer, "/")
-	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
-		return Token{}, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
-	}
-	if strings.TrimSpace(sc.Audience) == "" {
-		return Token{}, errors.New("session audience: empty; name the cluster (--audience)")
-	}
-	client := sc.HTTPClient
-	if client == nil {
-		var err error
-		if client, err = newHTTPClient(sc.CAFile); err != nil {
-			return Token{}, fmt.Errorf("session CA: %w", err)
-		}
+	issuer, client, err := sessionClient(sc)
+	if err != nil {
+		return Token{}, err
 	}
 	path := p.SessionCachePath(issuer, sc.Audience)
 	subject := func(ctx context.Context) (string, string, error) {
@@ -127,6 +155,39 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 		return Token{}, fmt.Errorf("write session cache: %w", err)
 	}
 	return tok, nil
+}
+
+// ExchangeSession exchanges githubToken at sc.Issuer for a session for sc.Audience, with no
+// cache: what `octogate doctor` checks. A refusal or an unavailable issuer is a *SessionError.
+func (p *Plugin) ExchangeSession(ctx context.Context, sc SessionConfig, githubToken string) (Token, error) {
+	issuer, client, err := sessionClient(sc)
+	if err != nil {
+		return Token{}, err
+	}
+	return exchange(ctx, client, issuer, sc.Audience, githubToken, tokenTypeAccessToken, p.cfg.Now())
+}
+
+// TokenEndpoint is the token exchange endpoint of an issuer URL.
+func TokenEndpoint(issuer string) string { return strings.TrimRight(issuer, "/") + "/oauth2/token" }
+
+// sessionClient checks sc's issuer and audience and returns the issuer without a trailing "/"
+// and the client for it.
+func sessionClient(sc SessionConfig) (string, *http.Client, error) {
+	issuer := strings.TrimRight(sc.Issuer, "/")
+	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", nil, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
+	}
+	if strings.TrimSpace(sc.Audience) == "" {
+		return "", nil, errors.New("session audience: empty; name the cluster (--audience)")
+	}
+	client := sc.HTTPClient
+	if client == nil {
+		var err error
+		if client, err = newHTTPClient(sc.CAFile); err != nil {
+			return "", nil, fmt.Errorf("session CA: %w", err)
+		}
+	}
+	return issuer, client, nil
 }
 
 // cachedSession is the cached session of path when it is safe, for issuer and audience, and
@@ -171,7 +232,7 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 		"subject_token_type": {subjectType},
 		"audience":           {audience},
 	}
-	endpoint := issuer + "/oauth2/token"
+	endpoint := TokenEndpoint(issuer)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return Token{}, err
@@ -199,10 +260,8 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 	switch {
 	case res.StatusCode == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
 		return Token{Value: ans.AccessToken, Expiry: now.Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
-	case res.StatusCode == http.StatusBadRequest && ans.Error != "":
-		return Token{}, fmt.Errorf("%w: %s: %s", ErrSessionRefused, ans.Error, ans.ErrorDescription)
 	case ans.Error != "":
-		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d %s: %s (retry shortly)", endpoint, res.StatusCode, ans.Error, ans.ErrorDescription)
+		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: ans.Error, Description: ans.ErrorDescription}
 	}
 	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
 }
