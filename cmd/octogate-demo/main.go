@@ -113,7 +113,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	issuer := sessionIssuer(cfg.Port)
 	octogateCA := filepath.Join(work, "certs", "ca.crt") // written by cluster.Start before octogate starts
-	var githubURL string // the stand-in's web URL, for the "login", "carol" and "dave" contexts
+	var githubURL string                                 // the stand-in's web URL, for the "login", "carol" and "dave" contexts
 	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
