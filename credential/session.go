@@ -261,7 +261,10 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 	case res.StatusCode == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
 		return Token{Value: ans.AccessToken, Expiry: now.Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
 	case ans.Error != "":
-		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: ans.Error, Description: ans.ErrorDescription}
+		// octogate's issuer never quotes a token; another server might, and the message is
+		// printed.
+		redact := func(s string) string { return strings.ReplaceAll(s, subjectToken, "[subject token]") }
+		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: redact(ans.Error), Description: redact(ans.ErrorDescription)}
 	}
 	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
 }
