@@ -18,6 +18,12 @@ import (
 // tokens up at apiURL for org acme=2001. It returns the issuer URL and the path of its CA.
 func doctorIssuer(t *testing.T, apiURL string) (string, string) {
 	t.Helper()
+	return testIssuer(t, apiURL, nil)
+}
+
+// testIssuer is doctorIssuer with actions (nil: none) looking GitHub Actions tokens up.
+func testIssuer(t *testing.T, apiURL string, actions tokenreview.Lookup) (string, string) {
+	t.Helper()
 	lookup, err := tokenreview.NewLookup(tokenreview.Config{GitHubAPIURL: apiURL, Orgs: []string{"acme=2001"}})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +36,7 @@ func doctorIssuer(t *testing.T, apiURL string) (string, string) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { token.ServeHTTP(w, r) }))
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	x, err := session.NewExchanger(session.ExchangerConfig{Issuer: srv.URL, Audiences: []string{"cluster-a"}, Keys: keys, GitHub: lookup})
+	x, err := session.NewExchanger(session.ExchangerConfig{Issuer: srv.URL, Audiences: []string{"cluster-a"}, Keys: keys, GitHub: lookup, Actions: actions})
 	if err != nil {
 		t.Fatal(err)
 	}
