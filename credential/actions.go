@@ -43,12 +43,9 @@ const maxIDTokenAnswer = 64 << 10
 // http.DefaultClient. Errors are one line: ErrNotInActions, ErrNoIDTokenPermission, or what the
 // runtime answered.
 func ActionsIDToken(ctx context.Context, getenv func(string) string, client *http.Client, audience string) (Token, error) {
-	if getenv(EnvGitHubActions) != "true" {
-		return Token{}, ErrNotInActions
-	}
-	rawURL, reqToken := getenv(EnvIDTokenRequestURL), getenv(EnvIDTokenRequestToken)
-	if rawURL == "" || reqToken == "" {
-		return Token{}, ErrNoIDTokenPermission
+	rawURL, reqToken, err := actionsRequestEnv(getenv)
+	if err != nil {
+		return Token{}, err
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -93,6 +90,19 @@ func ActionsIDToken(ctx context.Context, getenv func(string) string, client *htt
 		return Token{}, fmt.Errorf("octogate credential --github-actions: the ID token: %w", err)
 	}
 	return Token{Value: answer.Value, Expiry: exp, Source: SourceGitHubActions}, nil
+}
+
+// actionsRequestEnv is the job's ID token request URL and token, or ErrNotInActions or
+// ErrNoIDTokenPermission.
+func actionsRequestEnv(getenv func(string) string) (reqURL, reqToken string, err error) {
+	if getenv(EnvGitHubActions) != "true" {
+		return "", "", ErrNotInActions
+	}
+	reqURL, reqToken = getenv(EnvIDTokenRequestURL), getenv(EnvIDTokenRequestToken)
+	if reqURL == "" || reqToken == "" {
+		return "", "", ErrNoIDTokenPermission
+	}
+	return reqURL, reqToken, nil
 }
 
 // jwtExpiry reads exp from a JWT's payload without verifying it (the server verifies): it only

@@ -107,3 +107,15 @@ func TestActionsKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+func TestActionsKubeconfigWithASession(t *testing.T) {
+	k := UserKubeconfig{Server: "https://127.0.0.1:6443", CAData: testCA(t), GitHubActions: true, ActionsAudience: "octogate",
+		SessionIssuer: "https://octogate.example.com", Audience: "cluster-a"}
+	b, err := k.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "- --github-actions=octogate\n      - --session-issuer\n      - https://octogate.example.com\n      - --audience\n      - cluster-a") {
+		t.Errorf("kubeconfig args:\n%s", b)
+	}
+}

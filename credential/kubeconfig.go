@@ -49,7 +49,8 @@ type UserKubeconfig struct {
 	// for `octogate doctor`, which reads it back from the kubeconfig.
 	Env map[string]string
 	// GitHubActions makes the user a GitHub Actions job: the plugin runs
-	// `credential --github-actions=ActionsAudience` (non-interactive) instead of the GitHub login.
+	// `credential --github-actions=ActionsAudience` (non-interactive) instead of the GitHub login,
+	// with the session flags below when SessionIssuer is set.
 	GitHubActions   bool
 	ActionsAudience string
 	// SessionIssuer and Audience, when set, make the plugin exchange the GitHub token for a
@@ -106,6 +107,12 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	mode := clientcmdapi.IfAvailableExecInteractiveMode
 	if k.GitHubActions {
 		args, mode = actionsArgs(k.ActionsAudience), clientcmdapi.NeverExecInteractiveMode
+		if k.SessionIssuer != "" {
+			args = append(args, "--session-issuer", k.SessionIssuer, "--audience", k.Audience)
+			if k.SessionCAFile != "" {
+				args = append(args, "--session-ca-file", k.SessionCAFile)
+			}
+		}
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[k.Cluster] = &clientcmdapi.Cluster{Server: k.Server, CertificateAuthorityData: k.CAData}
@@ -126,9 +133,6 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 func (k UserKubeconfig) validate() error {
 	if (k.SessionIssuer == "") != (k.Audience == "") {
 		return errors.New("session issuer and audience: set both or neither")
-	}
-	if k.SessionIssuer != "" && k.GitHubActions {
-		return errors.New("session issuer: not with GitHub Actions yet; a workflow sends its OIDC token")
 	}
 	u, err := url.Parse(k.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {

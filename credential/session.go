@@ -23,6 +23,44 @@ const SourceSession Source = "session"
 // error); the message carries the issuer's error and description (reason code first).
 var ErrSessionRefused = errors.New("session issuer refused the exchange")
 
+// SessionError is the issuer's RFC 6749 section 5.2 error answer to an exchange: HTTP 400 (a
+// refusal: errors.Is(err, ErrSessionRefused)) or another status, 503 temporarily_unavailable
+// when GitHub or the Actions issuer cannot answer now. For invalid_grant and
+// temporarily_unavailable, Description starts with octogate's reason code ("[not_member] ...").
+type SessionError struct {
+	Endpoint    string // the token endpoint
+	Status      int    // HTTP status
+	Code        string // "error": invalid_grant, invalid_target, invalid_request, ...
+	Description string // "error_description"
+}
+
+func (e *SessionError) Error() string {
+	if e.Refused() {
+		return fmt.Sprintf("%s: %s: %s", ErrSessionRefused, e.Code, e.Description)
+	}
+	return fmt.Sprintf("session exchange at %s: HTTP %d %s: %s (retry shortly)", e.Endpoint, e.Status, e.Code, e.Description)
+}
+
+// Refused reports whether the issuer refused the exchange (HTTP 400), as opposed to being
+// unable to answer now.
+func (e *SessionError) Refused() bool { return e.Status == http.StatusBadRequest }
+
+// Is makes a refusal match ErrSessionRefused.
+func (e *SessionError) Is(target error) bool { return target == ErrSessionRefused && e.Refused() }
+
+// ReasonCode is the reason code at the start of Description ("[not_member] ..."), or "".
+func (e *SessionError) ReasonCode() string {
+	rest, ok := strings.CutPrefix(e.Description, "[")
+	if !ok {
+		return ""
+	}
+	code, _, ok := strings.Cut(rest, "]")
+	if !ok || code == "" || strings.ContainsAny(code, " \t") {
+		return ""
+	}
+	return code
+}
+
 // SessionConfig names the issuer and the cluster of a session.
 type SessionConfig struct {
 	// Issuer is the issuer URL (OCTOGATE_SESSION_ISSUER of the issuing octogate); its token
@@ -34,6 +72,20 @@ type SessionConfig struct {
 	CAFile string
 	// HTTPClient makes the exchange; default one with a 30 s timeout and CAFile.
 	HTTPClient *http.Client
+	// Actions, when set, makes the subject token the job's GitHub Actions OIDC token instead of
+	// the GitHub token that Token finds.
+	Actions *ActionsJob
+}
+
+// ActionsJob is the GitHub Actions job whose OIDC ID token (ActionsIDToken) is exchanged.
+type ActionsJob struct {
+	// Getenv reads the job's environment (os.Getenv).
+	Getenv func(string) string
+	// Client asks the Actions runtime; nil: http.DefaultClient.
+	Client *http.Client
+	// Audience is the ID token's aud: the issuer's OCTOGATE_ACTIONS_AUDIENCE (empty: GitHub's
+	// default).
+	Audience string
 }
 
 // sessionCache is the JSON document of a session cache file.
@@ -53,25 +105,32 @@ func (p *Plugin) SessionCachePath(issuer, audience string) string {
 
 // Session returns a session for sc.Audience: the cached one while it is valid for more than
 // a minute, else a new one, exchanged (RFC 8693) for the GitHub token that Token finds (with
-// its logins and prompts). The session is cached with mode 0600 per issuer and audience,
-// beside a lock file that makes concurrent runs exchange once; its Expiry is the session's
-// real exp. The GitHub token is sent to the issuer only, never printed.
+// its logins and prompts), or with sc.Actions for the job's GitHub Actions OIDC token
+// (subject_token_type urn:ietf:params:oauth:token-type:jwt). The session is cached with mode
+// 0600 per issuer and audience (and, for a job, per job: a self-hosted runner's next job never
+// reuses it), beside a lock file that makes concurrent runs exchange once; its Expiry is the
+// session's real exp. The subject token is sent to the issuer only, never printed.
 func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
-	issuer := strings.TrimRight(sc.Issuer, "/")
-	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
-		return Token{}, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
-	}
-	if strings.TrimSpace(sc.Audience) == "" {
-		return Token{}, errors.New("session audience: empty; name the cluster (--audience)")
-	}
-	client := sc.HTTPClient
-	if client == nil {
-		var err error
-		if client, err = newHTTPClient(sc.CAFile); err != nil {
-			return Token{}, fmt.Errorf("session CA: %w", err)
-		}
+	issuer, client, err := sessionClient(sc)
+	if err != nil {
+		return Token{}, err
 	}
 	path := p.SessionCachePath(issuer, sc.Audience)
+	subject := func(ctx context.Context) (string, string, error) {
+		gh, err := p.Token(ctx)
+		return gh.Value, tokenTypeAccessToken, err
+	}
+	if job := sc.Actions; job != nil {
+		reqURL, reqToken, err := actionsRequestEnv(job.Getenv)
+		if err != nil {
+			return Token{}, err
+		}
+		path = p.actionsSessionCachePath(issuer, sc.Audience, reqURL, reqToken)
+		subject = func(ctx context.Context) (string, string, error) {
+			id, err := ActionsIDToken(ctx, job.Getenv, job.Client, job.Audience)
+			return id.Value, tokenTypeJWT, err
+		}
+	}
 	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
 		return tok, nil
 	}
@@ -84,11 +143,11 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
 		return tok, nil
 	}
-	gh, err := p.Token(ctx)
+	subjectToken, subjectType, err := subject(ctx)
 	if err != nil {
 		return Token{}, err
 	}
-	tok, err := exchange(ctx, client, issuer, sc.Audience, gh.Value, p.cfg.Now())
+	tok, err := exchange(ctx, client, issuer, sc.Audience, subjectToken, subjectType, p.cfg.Now())
 	if err != nil {
 		return Token{}, err
 	}
@@ -96,6 +155,39 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 		return Token{}, fmt.Errorf("write session cache: %w", err)
 	}
 	return tok, nil
+}
+
+// ExchangeSession exchanges githubToken at sc.Issuer for a session for sc.Audience, with no
+// cache: what `octogate doctor` checks. A refusal or an unavailable issuer is a *SessionError.
+func (p *Plugin) ExchangeSession(ctx context.Context, sc SessionConfig, githubToken string) (Token, error) {
+	issuer, client, err := sessionClient(sc)
+	if err != nil {
+		return Token{}, err
+	}
+	return exchange(ctx, client, issuer, sc.Audience, githubToken, tokenTypeAccessToken, p.cfg.Now())
+}
+
+// TokenEndpoint is the token exchange endpoint of an issuer URL.
+func TokenEndpoint(issuer string) string { return strings.TrimRight(issuer, "/") + "/oauth2/token" }
+
+// sessionClient checks sc's issuer and audience and returns the issuer without a trailing "/"
+// and the client for it.
+func sessionClient(sc SessionConfig) (string, *http.Client, error) {
+	issuer := strings.TrimRight(sc.Issuer, "/")
+	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", nil, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
+	}
+	if strings.TrimSpace(sc.Audience) == "" {
+		return "", nil, errors.New("session audience: empty; name the cluster (--audience)")
+	}
+	client := sc.HTTPClient
+	if client == nil {
+		var err error
+		if client, err = newHTTPClient(sc.CAFile); err != nil {
+			return "", nil, fmt.Errorf("session CA: %w", err)
+		}
+	}
+	return issuer, client, nil
 }
 
 // cachedSession is the cached session of path when it is safe, for issuer and audience, and
@@ -116,15 +208,31 @@ func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
 	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, true
 }
 
-// exchange posts the RFC 8693 token exchange of a GitHub token for a session for audience.
-func exchange(ctx context.Context, client *http.Client, issuer, audience, githubToken string, now time.Time) (Token, error) {
+// RFC 8693 section 3 token types of the subject token: a GitHub token, or a GitHub Actions
+// OIDC token (a JWT).
+const (
+	tokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	tokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+)
+
+// actionsSessionCachePath is the cache file of a job's session: CacheDir/session-<hex SHA-256
+// of "issuer\naudience\nactions\nrequest URL\nrequest token">.json. The runtime's request URL
+// and token are the job's own, so no other job (of any repository) on the same runner finds it.
+func (p *Plugin) actionsSessionCachePath(issuer, audience, reqURL, reqToken string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{issuer, audience, "actions", reqURL, reqToken}, "\n")))
+	return filepath.Join(p.cfg.CacheDir, "session-"+hex.EncodeToString(sum[:])+".json")
+}
+
+// exchange posts the RFC 8693 token exchange of a subject token of subjectType for a session
+// for audience.
+func exchange(ctx context.Context, client *http.Client, issuer, audience, subjectToken, subjectType string, now time.Time) (Token, error) {
 	form := url.Values{
 		"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
-		"subject_token":      {githubToken},
-		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		"subject_token":      {subjectToken},
+		"subject_token_type": {subjectType},
 		"audience":           {audience},
 	}
-	endpoint := issuer + "/oauth2/token"
+	endpoint := TokenEndpoint(issuer)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return Token{}, err
@@ -152,10 +260,11 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, github
 	switch {
 	case res.StatusCode == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
 		return Token{Value: ans.AccessToken, Expiry: now.Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
-	case res.StatusCode == http.StatusBadRequest && ans.Error != "":
-		return Token{}, fmt.Errorf("%w: %s: %s", ErrSessionRefused, ans.Error, ans.ErrorDescription)
 	case ans.Error != "":
-		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d %s: %s (retry shortly)", endpoint, res.StatusCode, ans.Error, ans.ErrorDescription)
+		// octogate's issuer never quotes a token; another server might, and the message is
+		// printed.
+		redact := func(s string) string { return strings.ReplaceAll(s, subjectToken, "[subject token]") }
+		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: redact(ans.Error), Description: redact(ans.ErrorDescription)}
 	}
 	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
 }

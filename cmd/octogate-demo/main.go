@@ -105,7 +105,15 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		// Self-service namespaces: quotas, names and limits per creator (docs/namespaces.md).
 		OctogateEnv: []string{"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + filepath.Join(root, "examples", "namespace-templates.yaml")},
 	}
-	var githubURL string // the stand-in's web URL, for the "login", "carol" and "dave" contexts
+	// The port is chosen here: the session issuer's URL is octogate's own address.
+	if cfg.Port == 0 {
+		if cfg.Port, err = cluster.FreePort(); err != nil {
+			return err
+		}
+	}
+	issuer := sessionIssuer(cfg.Port)
+	octogateCA := filepath.Join(work, "certs", "ca.crt") // written by cluster.Start before octogate starts
+	var githubURL string                                 // the stand-in's web URL, for the "login", "carol" and "dave" contexts
 	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
@@ -139,6 +147,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		githubURL = strings.TrimSuffix(gh.URL(), "/")
 		cfg.OctogateEnv = append(cfg.OctogateEnv, revocationEnv...)
 		standin = gh
+		cfg.OctogateEnv = append(cfg.OctogateEnv, sessionEnv(issuer, octogateCA)...)
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 		actions = newActionsDemo(cfg.GitHubCAFile)
 		defer actions.issuer.Close()
@@ -176,6 +185,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 			tokenUser("carol", cluster.CarolToken, binary, githubURL, cfg.GitHubCAFile, cfg.Orgs[0]),
 			tokenUser("dave", cluster.DaveToken, binary, githubURL, cfg.GitHubCAFile, cfg.Orgs[0]),
 			loginUser(binary, githubURL, cfg.GitHubCAFile, work),
+			sessionUser(binary, issuer, octogateCA, work),
 		}
 	}
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
@@ -213,6 +223,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
+	}
+	if standin != nil {
+		fmt.Print(tour.Sessions(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	}
 	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))

@@ -44,7 +44,8 @@ GitHub refuses it. --forget deletes the cached token.
 With --session-issuer URL --audience CLUSTER the GitHub token is exchanged at that octogate
 issuer for a session for the cluster (docs/sessions.md), cached with mode 0600 per issuer and
 audience and exchanged again shortly before it expires; kubectl gets the session, with its
-real expirationTimestamp, never the GitHub token.`,
+real expirationTimestamp, never the GitHub token. With --github-actions as well, the job's
+GitHub Actions OIDC token is exchanged instead (cached per job).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, err := credential.ParseExecInfo(os.Getenv(envExecInfo))
@@ -52,7 +53,8 @@ real expirationTimestamp, never the GitHub token.`,
 				return oneLine(err)
 			}
 			if cmd.Flags().Changed(flagGitHubActions) {
-				return githubActionsCredential(cmd, info, actionsAudience)
+				return githubActionsCredential(cmd, info, actionsAudience,
+					credential.SessionConfig{Issuer: sessionIssuer, Audience: audience, CAFile: sessionCAFile})
 			}
 			var flow credential.Flow
 			switch {

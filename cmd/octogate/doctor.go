@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,9 @@ type doctorSettings struct {
 	apiURL                            string
 	orgs, tokenTypes                  string
 	prefix, format                    string
+	// sessionIssuer, audience and sessionCAFile, when set, make the doctor run the session
+	// exchange (`octogate credential --session-issuer`) instead of asking GitHub itself.
+	sessionIssuer, audience, sessionCAFile string
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -64,13 +68,19 @@ by "octogate kubeconfig user". When that user's exec env sets GITHUB_TOKEN, its 
 token, as kubectl would run the plugin ("octogate doctor --context carol" checks what
 "kubectl --context carol" sends). The token itself is never printed.
 
+With --session-issuer URL --audience CLUSTER, or when the kubeconfig user's plugin runs with
+them, doctor exchanges the token at that issuer as the plugin would (docs/sessions.md) and
+prints the session's identity, or the issuer's error (invalid_grant with the reason code,
+invalid_target for an audience the issuer does not serve, 503 when it cannot answer now), what
+it means and the fix; the issuer applies the orgs and token types, so none are needed here.
+
 Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := flags.or(settingsFromEnv(os.Getenv))
 			token := tokenSetting{value: os.Getenv(envGitHubToken), source: string(credential.SourceEnv)}
 			user, exec, err := kubeconfigExec(kubeconfig, kubeContext)
-			if err != nil && s.orgs == "" {
+			if err != nil && s.orgs == "" && s.sessionIssuer == "" {
 				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%w)", envGitHubOrgs, err)}
 			}
 			s = s.or(settingsFromExec(exec))
@@ -79,7 +89,10 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 				// context is the kubeconfig's, not the shell's.
 				token = tokenSetting{value: v, source: string(credential.SourceEnv) + " of kubeconfig user " + user}
 			}
-			if s.orgs == "" {
+			if (s.sessionIssuer == "") != (s.audience == "") {
+				return &exitError{code: doctorUsage, err: errors.New("--session-issuer and --audience: set both or neither")}
+			}
+			if s.orgs == "" && s.sessionIssuer == "" {
 				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs, set %s, or use a kubeconfig from \"octogate kubeconfig user --github-orgs\"", envGitHubOrgs)}
 			}
 			return runDoctor(cmd, s, token, timeout)
@@ -97,7 +110,10 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 	f.StringVar(&flags.format, "username-format", "", "the server's username format (default $"+envUsernameFormat+" or login:id)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the settings from (default $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&kubeContext, "context", "", "kubeconfig context (default the current one)")
-	f.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each GitHub call")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each GitHub call, and of the session exchange")
+	f.StringVar(&flags.sessionIssuer, "session-issuer", "", "run the session exchange at this octogate issuer instead (default the kubeconfig's)")
+	f.StringVar(&flags.audience, "audience", "", "the cluster of the session, with --session-issuer (default the kubeconfig's)")
+	f.StringVar(&flags.sessionCAFile, "session-ca-file", "", "extra PEM CA bundle for the session issuer (default the kubeconfig's)")
 	return cmd
 }
 
@@ -106,25 +122,29 @@ type tokenSetting struct{ value, source string }
 
 func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout time.Duration) error {
 	out := cmd.OutOrStdout()
-	apiURL, err := doctorAPIURL(s)
-	if err != nil {
-		return &exitError{code: doctorUsage, err: err}
-	}
-	var types []string
-	if s.tokenTypes != "" {
-		types = strings.Split(s.tokenTypes, ",")
-	}
-	lookup, err := tokenreview.NewLookup(tokenreview.Config{
-		GitHubAPIURL:   apiURL,
-		GitHubCAFile:   s.githubCAFile,
-		Orgs:           strings.Split(s.orgs, ","),
-		TokenTypes:     types,
-		Timeout:        timeout,
-		UsernamePrefix: s.prefix,
-		UsernameFormat: s.format,
-	})
-	if err != nil {
-		return &exitError{code: doctorUsage, err: err}
+	var apiURL string
+	var lookup tokenreview.Lookup
+	if s.sessionIssuer == "" { // else the issuer applies its orgs and token types
+		var err error
+		if apiURL, err = doctorAPIURL(s); err != nil {
+			return &exitError{code: doctorUsage, err: err}
+		}
+		var types []string
+		if s.tokenTypes != "" {
+			types = strings.Split(s.tokenTypes, ",")
+		}
+		lookup, err = tokenreview.NewLookup(tokenreview.Config{
+			GitHubAPIURL:   apiURL,
+			GitHubCAFile:   s.githubCAFile,
+			Orgs:           strings.Split(s.orgs, ","),
+			TokenTypes:     types,
+			Timeout:        timeout,
+			UsernamePrefix: s.prefix,
+			UsernameFormat: s.format,
+		})
+		if err != nil {
+			return &exitError{code: doctorUsage, err: err}
+		}
 	}
 	p, err := credential.New(credential.Config{
 		GitHubURL:    s.githubURL,
@@ -146,6 +166,11 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout
 		source = token.source
 	}
 	_, _ = fmt.Fprintf(out, "token:    GitHub token of type %s, from %s\n", tokenreview.TokenType(tok.Value), source)
+	if s.sessionIssuer != "" {
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		defer cancel()
+		return runSessionDoctor(ctx, out, p, s, tok.Value)
+	}
 	_, _ = fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
 	id, err := lookup.Lookup(cmd.Context(), tok.Value)
 	return reportDoctor(out, id, err)
@@ -220,6 +245,7 @@ func settingsFromExec(exec *clientcmdapi.ExecConfig) doctorSettings {
 	}
 	s.githubURL, s.githubCAFile, s.clientID = flag("github-url"), flag("github-ca-file"), flag("client-id")
 	s.clientSecret = flag("client-secret")
+	s.sessionIssuer, s.audience, s.sessionCAFile = flag("session-issuer"), flag("audience"), flag("session-ca-file")
 	for _, e := range exec.Env {
 		switch e.Name {
 		case envGitHubOrgs:
@@ -240,6 +266,8 @@ func (s doctorSettings) or(d doctorSettings) doctorSettings {
 		githubURL: pick(s.githubURL, d.githubURL), githubCAFile: pick(s.githubCAFile, d.githubCAFile),
 		clientID: pick(s.clientID, d.clientID), clientSecret: pick(s.clientSecret, d.clientSecret), apiURL: pick(s.apiURL, d.apiURL), orgs: pick(s.orgs, d.orgs),
 		tokenTypes: pick(s.tokenTypes, d.tokenTypes), prefix: pick(s.prefix, d.prefix), format: pick(s.format, d.format),
+		sessionIssuer: pick(s.sessionIssuer, d.sessionIssuer), audience: pick(s.audience, d.audience),
+		sessionCAFile: pick(s.sessionCAFile, d.sessionCAFile),
 	}
 }
 

@@ -34,7 +34,8 @@ func RealGitHub() string {
 
 // Standin is the tour against the GitHub stand-in: contexts alice, bob, carol, dave (fixed
 // tokens; carol's and dave's through `octogate credential` with GITHUB_TOKEN in the exec env,
-// so `octogate doctor --context carol` checks what kubectl sends) and login (device flow).
+// so `octogate doctor --context carol` checks what kubectl sends), session (alice's token
+// exchanged for a session for cluster demo) and login (device flow).
 func Standin() string {
 	return `
   kubectl --context alice auth whoami             # github:alice:1001, groups github:acme, github:acme/platform-admins
@@ -49,6 +50,9 @@ func Standin() string {
   kubectl --context carol get namespaces          # You must be logged in: carol is not in acme
   octogate doctor --context carol                 # carol's token (her kubeconfig user's): [not_member], what it means, what to do
   kubectl --context dave get namespaces           # same: dave's invitation to acme is still pending
+
+  kubectl --context session auth whoami           # the same user, through a 5-minute session for cluster demo; kubectl never sees the GitHub token
+  octogate doctor --context session               # the exchange at the issuer, explained: accepted, a session for demo, alice's groups
 
   kubectl --context login auth whoami             # device flow once; the GitHub App token is cached and refreshed
                                                   # (the stand-in approves the code as alice after ~3 s; 8-hour token)
@@ -194,6 +198,17 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Sessions shows that /authenticate verified sessions (docs/sessions.md): the credentials
+// metric by kind. addr is octogate's host:port, caFile its CA.
+func Sessions(addr, caFile string) string {
+	return fmt.Sprintf(`
+Sessions (docs/sessions.md): the demo's octogate is issuer and verifier for cluster demo; the
+session context's kubectl sends a session, never alice's GitHub token:
+
+  curl -s --cacert %s https://%s/metrics | grep octogate_token_review_credentials_total   # kind="session"
+`, caFile, addr)
 }
 
 // RateLimit shows the conditional requests that spare the users' GitHub rate limit

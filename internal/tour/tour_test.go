@@ -97,3 +97,19 @@ func TestOwnDeliveryIsSignedAsGitHubSigns(t *testing.T) {
 		t.Errorf("X-GitHub-Delivery %q is not a GUID as GitHub sends", delivery)
 	}
 }
+
+func TestStandinTourLogsInWithASession(t *testing.T) {
+	for _, want := range []string{
+		"\n  kubectl --context session auth whoami ",
+		"kubectl never sees the GitHub token",
+		"\n  octogate doctor --context session ",
+	} {
+		if !strings.Contains(Standin(), want) {
+			t.Errorf("the stand-in tour lacks %q:\n%s", want, Standin())
+		}
+	}
+	text := Sessions("127.0.0.1:8443", "/certs/ca.crt")
+	if !strings.Contains(text, "curl -s --cacert /certs/ca.crt https://127.0.0.1:8443/metrics | grep octogate_token_review_credentials_total   # kind=\"session\"") {
+		t.Errorf("the sessions tour does not show the credentials metric:\n%s", text)
+	}
+}
