@@ -94,6 +94,20 @@ type sessionCache struct {
 	Audience    string    `json:"audience"`
 	AccessToken string    `json:"accessToken"`
 	Expiry      time.Time `json:"expiry"`
+	// Obtained is when the plugin received the session; with Expiry it gives the lifetime
+	// that sessionLead scales with.
+	Obtained time.Time `json:"obtained,omitzero"`
+}
+
+// sessionLead is how long before its expiry a cached session stops being handed out:
+// earlyRefresh, or a fifth of the session's lifetime when that is shorter, so that a session
+// of the shortest lifetime the issuer mints (1 minute) is still reused for 48 s rather than
+// exchanged again on every kubectl run. A cache without Obtained gets earlyRefresh.
+func sessionLead(obtained, expiry time.Time) time.Duration {
+	if obtained.IsZero() || !expiry.After(obtained) {
+		return earlyRefresh
+	}
+	return min(earlyRefresh, expiry.Sub(obtained)/5)
 }
 
 // SessionCachePath is the cache file of the session for issuer and audience:
@@ -151,7 +165,7 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	if err != nil {
 		return Token{}, err
 	}
-	if err := writeCache(path, sessionCache{Issuer: issuer, Audience: sc.Audience, AccessToken: tok.Value, Expiry: tok.Expiry}); err != nil {
+	if err := writeCache(path, sessionCache{Issuer: issuer, Audience: sc.Audience, AccessToken: tok.Value, Expiry: tok.Expiry, Obtained: p.cfg.Now()}); err != nil {
 		return Token{}, fmt.Errorf("write session cache: %w", err)
 	}
 	return tok, nil
@@ -191,7 +205,7 @@ func sessionClient(sc SessionConfig) (string, *http.Client, error) {
 }
 
 // cachedSession is the cached session of path when it is safe, for issuer and audience, and
-// valid for more than earlyRefresh.
+// valid for more than its sessionLead.
 func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
 	if checkPrivate(path, p.uid) != nil {
 		return Token{}, false
@@ -202,7 +216,7 @@ func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
 	}
 	var c sessionCache
 	if json.Unmarshal(b, &c) != nil || c.AccessToken == "" || c.Issuer != issuer || c.Audience != audience ||
-		!c.Expiry.After(p.cfg.Now().Add(earlyRefresh)) {
+		!c.Expiry.After(p.cfg.Now().Add(sessionLead(c.Obtained, c.Expiry))) {
 		return Token{}, false
 	}
 	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, true

@@ -68,6 +68,33 @@ func TestSessionIsExchangedCachedAndRenewed(t *testing.T) {
 	}
 }
 
+// TestShortSessionIsReusedUntilAFifthOfItsLifetimeIsLeft: a 1-minute session (the shortest
+// the issuer mints) is reused for 48 s, not exchanged again on every kubectl run.
+func TestShortSessionIsReusedUntilAFifthOfItsLifetimeIsLeft(t *testing.T) {
+	srv, exchanges := fakeIssuer(t, 60)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := newPlugin(t, Config{GitHubToken: "gho_alice", Now: func() time.Time { return now }})
+	sc := SessionConfig{Issuer: srv.URL + "/", Audience: "cluster-a", HTTPClient: srv.Client()}
+	for _, step := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{0, "session-1"},
+		{10 * time.Second, "session-1"},
+		{37 * time.Second, "session-1"}, // 47 s in: 13 s left
+		{2 * time.Second, "session-2"},  // 49 s in: 11 s left, under a fifth of 60 s
+	} {
+		now = now.Add(step.after)
+		tok, err := p.Session(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.Value != step.want {
+			t.Fatalf("after %d exchanges: session %q, want %q", exchanges.Load(), tok.Value, step.want)
+		}
+	}
+}
+
 func TestSessionRefusalCarriesTheReasonCode(t *testing.T) {
 	srv, _ := fakeIssuer(t, 300)
 	p := newPlugin(t, Config{GitHubToken: "gho_carol"})
