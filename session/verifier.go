@@ -34,7 +34,8 @@ type VerifierConfig struct {
 	CAFile string
 	// Keys, when set, are the issuer's own keys: the verifier runs in the issuer's process and
 	// verifies with them, making no HTTP call to itself.
-	Keys *Keys
+	// A *KeyFile is read at each verification, so a reloaded file is trusted at once.
+	Keys KeySource
 	// Revoked reports whether the user uid was revoked at or after issuedAt
 	// (tokenreview.Handler.RevokedSince). Nil: no revocations.
 	Revoked func(uid string, issuedAt time.Time) bool
@@ -120,7 +121,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	}
 	ks := &keySet{issuer: issuer, client: client, timeout: timeout, minRefresh: MinRefreshInterval, now: now}
 	if cfg.Keys != nil {
-		ks.static = cfg.Keys.Public()
+		ks.own = cfg.Keys
 	}
 	return &Verifier{
 		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, next: cfg.Next, cache: c, now: now,
