@@ -169,6 +169,7 @@ func Rotate(entries []KeyEntry, o RotateOptions) ([]KeyEntry, Rotation, error) {
 	for i, e := range entries {
 		switch {
 		case i == 0:
+			e.Retired = time.Time{} // the first key signs, whatever its header says
 			signer = &e
 		case e.Retired.IsZero():
 			if e.Created.IsZero() {
