@@ -265,7 +265,12 @@ func TestKeyFileReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 	v, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: clusterA, Keys: f})
 	if err != nil {
 		t.Fatal(err)

@@ -63,8 +63,11 @@ func TestSessionKeyRotationUnderLoad(t *testing.T) {
 		var m struct {
 			AccessToken string `json:"access_token"`
 		}
-		if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode != 200 || m.AccessToken == "" {
-			return "", fmt.Errorf("exchange for %s: HTTP %d %v", audience, res.StatusCode, err)
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+			return "", fmt.Errorf("exchange for %s: HTTP %d: %w", audience, res.StatusCode, err)
+		}
+		if res.StatusCode != 200 || m.AccessToken == "" {
+			return "", fmt.Errorf("exchange for %s: HTTP %d without a session", audience, res.StatusCode)
 		}
 		return m.AccessToken, nil
 	}
