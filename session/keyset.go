@@ -97,6 +97,23 @@ func (k *keySet) verify(ctx context.Context, jwt string) ([]byte, *Error) {
 	return nil, refuse(tokenreview.ReasonBadSignature, "the session's signature does not verify with key %q of issuer %s", clip(kid), k.issuer)
 }
 
+// knows reports whether a key with kid is still known (the issuer's own current keys, or the
+// last fetched set); a token without kid matches any key.
+func (k *keySet) knows(kid string) bool {
+	var keys []jose.JSONWebKey
+	if k.own != nil {
+		keys = k.own.Current().Public()
+	} else if p := k.keys.Load(); p != nil {
+		keys = *p
+	}
+	for _, key := range keys {
+		if kid == "" || key.KeyID == kid {
+			return true
+		}
+	}
+	return false
+}
+
 // find is the known keys that may have signed a token with kid: the one with that kid, or
 // every key when the token names none.
 func (k *keySet) find(kid string) []jose.JSONWebKey {

@@ -312,3 +312,30 @@ func TestKeyFileReload(t *testing.T) {
 		t.Fatalf("a broken file replaced the keys: signer %s", f.Current().KeyID())
 	}
 }
+
+// A key dropped from the file (compromised) refuses its sessions at once, cached ones too.
+func TestDroppedKeyRefusesCachedSessions(t *testing.T) {
+	c := newClock()
+	entries, _ := rotateAt(t, nil, c.t)
+	src := &swapKeys{}
+	src.p.Store(keysOf(t, entries))
+	v, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: clusterA, Keys: src, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := mint(testIssuer, clusterA, alice, c.t, DefaultTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := src.Current().sign(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Lookup(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	src.p.Store(keysOf(t, entries[1:])) // the signer removed, the pending key first
+	if _, err := v.Lookup(context.Background(), tok); reasonOf(err) != tokenreview.ReasonBadSignature {
+		t.Fatalf("a cached session of a dropped key: %v, want %s", err, tokenreview.ReasonBadSignature)
+	}
+}

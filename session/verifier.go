@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -76,6 +77,7 @@ type verified struct {
 	id  tokenreview.Identity
 	iat time.Time
 	exp time.Time
+	kid string // the signing key's, checked again on every use: a dropped key's sessions are refused
 }
 
 // NewVerifier builds a Verifier. It makes no network call: the issuer is discovered when the
@@ -149,6 +151,11 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	now := v.now()
 	key := sha256.Sum256([]byte(token))
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {
+		if !v.keys.knows(s.kid) {
+			v.cache.Remove(key)
+			return tokenreview.Identity{}, tokenreview.CredentialSession, refuse(tokenreview.ReasonBadSignature,
+				"the session is signed with key %q, which issuer %s no longer publishes", clip(s.kid), v.issuer)
+		}
 		if v.revoked(s.id.UID, s.iat) {
 			v.cache.Remove(key)
 			return tokenreview.Identity{}, tokenreview.CredentialSession, revokedError(s.id.Username, s.iat)
@@ -170,6 +177,9 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	s, err := v.verify(ctx, token, now)
 	if err != nil {
 		return tokenreview.Identity{}, tokenreview.CredentialSession, err
+	}
+	if jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.ES256}); err == nil && len(jws.Signatures) == 1 {
+		s.kid = jws.Signatures[0].Header.KeyID
 	}
 	v.cache.Add(key, s)
 	return s.id, tokenreview.CredentialSession, nil
