@@ -126,13 +126,14 @@ type Rotation struct {
 	Added    string   // a new pending key, or ""
 	Retired  []string // keys that stopped signing (or were pending and never will)
 	Dropped  []string // keys no longer published
+	Stamped  []string // pending keys without HeaderCreated, counted as published from now
 	// NextPromotion is the earliest time the pending key may sign.
 	NextPromotion time.Time
 }
 
 // Changed reports whether the file must be written.
 func (r Rotation) Changed() bool {
-	return r.Promoted || r.Added != "" || len(r.Retired) > 0 || len(r.Dropped) > 0
+	return r.Promoted || r.Added != "" || len(r.Retired) > 0 || len(r.Dropped) > 0 || len(r.Stamped) > 0
 }
 
 // Rotate is one step of key rotation, idempotent and safe to run on a schedule:
@@ -174,7 +175,7 @@ func Rotate(entries []KeyEntry, o RotateOptions) ([]KeyEntry, Rotation, error) {
 		case e.Retired.IsZero():
 			if e.Created.IsZero() {
 				e.Created = now
-				r.Added = e.KeyID() // a change to write: its publication starts now
+				r.Stamped = append(r.Stamped, e.KeyID())
 			}
 			pending = append(pending, e)
 		default:

@@ -186,7 +186,7 @@ func TestRotationStampsKeysAddedByHand(t *testing.T) {
 	b, _ := newEntry(time.Time{})
 	b.Created = time.Time{}
 	entries, r := rotateAt(t, []KeyEntry{{Key: a.Key}, b}, t0)
-	if r.Promoted || entries[0].KeyID() != a.KeyID() || !entries[1].Created.Equal(t0) || !r.Changed() {
+	if r.Promoted || entries[0].KeyID() != a.KeyID() || !entries[1].Created.Equal(t0) || !slices.Equal(r.Stamped, []string{b.KeyID()}) || r.Added != "" {
 		t.Fatalf("rotation = %+v, entries %+v: want the hand-added key stamped %v, not promoted", r, entries, t0)
 	}
 	if _, r = rotateAt(t, entries, t0.Add(DefaultPublishFor)); r.Signer != b.KeyID() {

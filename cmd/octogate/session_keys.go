@@ -193,6 +193,9 @@ func rotationLine(name string, r session.Rotation) string {
 	if r.Added != "" {
 		did = append(did, "published "+r.Added)
 	}
+	if len(r.Stamped) > 0 {
+		did = append(did, "published from now "+strings.Join(r.Stamped, ","))
+	}
 	next := "next rotation from " + r.NextPromotion.UTC().Format(time.RFC3339)
 	if len(did) == 0 {
 		return fmt.Sprintf("%s: unchanged (signing key %s); %s", name, r.Signer, next)
