@@ -132,8 +132,8 @@ type ExchangerConfig struct {
 	Issuer string
 	// Audiences are the clusters sessions are minted for (OCTOGATE_SESSION_AUDIENCES).
 	Audiences []string
-	// Keys sign sessions.
-	Keys *Keys
+	// Keys sign sessions: the first key of the current keys at each exchange.
+	Keys KeySource
 	// TTL is the session lifetime (default DefaultTTL; MinTTL to MaxTTL).
 	TTL time.Duration
 	// GitHub looks GitHub tokens up: tokenreview.Handler.GitHubLookup, the cache behind
@@ -150,7 +150,7 @@ type ExchangerConfig struct {
 type Exchanger struct {
 	issuer    string
 	audiences []string
-	keys      *Keys
+	keys      KeySource
 	ttl       time.Duration
 	github    tokenreview.Lookup
 	actions   tokenreview.Lookup
@@ -193,7 +193,7 @@ func NewExchanger(cfg ExchangerConfig) (*Exchanger, error) {
 func (x *Exchanger) Issuer() string { return x.issuer }
 
 // Keys are the signing keys.
-func (x *Exchanger) Keys() *Keys { return x.keys }
+func (x *Exchanger) Keys() *Keys { return x.keys.Current() }
 
 // Exchange answers r: the subject token is looked up with the Lookup /authenticate uses for
 // its kind, and the identity minted as a session for r.Audience. It returns the response and
@@ -234,7 +234,7 @@ func (x *Exchanger) Exchange(ctx context.Context, r Request) (Response, tokenrev
 	if err != nil {
 		return Response{}, id, lookupError(err)
 	}
-	tok, err := x.keys.sign(c)
+	tok, err := x.keys.Current().sign(c)
 	if err != nil {
 		return Response{}, id, &OAuthError{Code: ErrTemporarilyUnavailable, Description: "[" + tokenreview.ReasonSessionKeysMissing + "] the session could not be signed"}
 	}

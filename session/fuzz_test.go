@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/octogate/octogate/tokenreview"
 )
@@ -54,6 +55,47 @@ func FuzzVerifier(f *testing.F) {
 		}
 		if _, ok := tokenreview.Explain(tokenreview.Reason(err)); !ok {
 			t.Fatalf("undocumented reason %q: %v", tokenreview.Reason(err), err)
+		}
+	})
+}
+
+// FuzzParseKeyFile: any bytes parse to key entries or an error, never a panic; what parses
+// encodes to a file that parses to the same keys and times, and Rotate takes a step on it.
+func FuzzParseKeyFile(f *testing.F) {
+	t0 := newClock().t
+	entries, _, err := Rotate(nil, RotateOptions{Now: t0})
+	if err != nil {
+		f.Fatal(err)
+	}
+	entries[1].Retired = t0
+	good, err := EncodeKeyFile(entries)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte("-----BEGIN EC PRIVATE KEY-----\nOctogate-Created: yesterday\n\nAAAA\n-----END EC PRIVATE KEY-----\n"))
+	f.Add([]byte("not a key"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ParseKeyFile(b)
+		if err != nil {
+			return
+		}
+		again, err := EncodeKeyFile(got)
+		if err != nil {
+			t.Fatalf("parsed entries do not encode: %v", err)
+		}
+		back, err := ParseKeyFile(again)
+		if err != nil || len(back) != len(got) {
+			t.Fatalf("round trip: %d entries, %v; want %d", len(back), err, len(got))
+		}
+		for i := range got {
+			if !got[i].Key.Equal(back[i].Key) || !got[i].Created.Truncate(time.Second).Equal(back[i].Created) || !got[i].Retired.Truncate(time.Second).Equal(back[i].Retired) {
+				t.Fatalf("entry %d changed in a round trip", i)
+			}
+		}
+		if _, _, err := Rotate(got, RotateOptions{Now: t0}); err != nil {
+			t.Fatalf("Rotate on a parsed file: %v", err)
 		}
 	})
 }

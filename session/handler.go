@@ -103,10 +103,10 @@ func NewDiscovery(issuer string) Discovery {
 	}
 }
 
-// DocumentHandler serves a fixed JSON document to GETs (the discovery document, the JWKS),
-// cacheable for a minute: a new key is published well before it signs.
+// DocumentHandler serves a JSON document to GETs (the discovery document, the JWKS),
+// cacheable for a minute: a new key is published well before it signs (MinPublishFor).
 type DocumentHandler struct {
-	body []byte
+	body func() []byte
 }
 
 // NewDiscoveryHandler serves NewDiscovery(issuer).
@@ -115,19 +115,21 @@ func NewDiscoveryHandler(issuer string) *DocumentHandler {
 	if err != nil {
 		panic(err) // strings and string slices always encode
 	}
-	return &DocumentHandler{body: append(b, '\n')}
+	b = append(b, '\n')
+	return &DocumentHandler{body: func() []byte { return b }}
 }
 
-// NewJWKSHandler serves the public keys of k.
-func NewJWKSHandler(k *Keys) *DocumentHandler {
-	return &DocumentHandler{body: append(append([]byte(nil), k.JWKS()...), '\n')}
+// NewJWKSHandler serves the public keys of k's current keys: a reloaded key file is
+// published at once.
+func NewJWKSHandler(k KeySource) *DocumentHandler {
+	return &DocumentHandler{body: func() []byte { return k.Current().jwksLine }}
 }
 
 func (h *DocumentHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=60")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(h.body)
+	_, _ = w.Write(h.body())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -24,7 +24,18 @@ type Keys struct {
 	kid    string
 	public []jose.JSONWebKey
 	jwks   []byte // the JSON Web Key Set document (RFC 7517 section 5)
+	// jwksLine is jwks and a newline, as served.
+	jwksLine []byte
 }
+
+// KeySource gives the keys to sign or verify with now: a *Keys (fixed) or a *KeyFile
+// (reloaded when the file changes).
+type KeySource interface {
+	Current() *Keys
+}
+
+// Current is k itself: fixed keys.
+func (k *Keys) Current() *Keys { return k }
 
 // LoadKeys reads a PEM file of one or more EC P-256 private keys ("EC PRIVATE KEY", SEC 1, or
 // "PRIVATE KEY", PKCS #8), in signing order. Errors name the file and the block at fault.
@@ -49,22 +60,9 @@ func ParseKeys(pemBytes []byte) (*Keys, error) {
 		if block == nil {
 			break
 		}
-		var key any
-		var err error
-		switch block.Type {
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		default:
-			return nil, fmt.Errorf("PEM block %d is %q: want EC PRIVATE KEY or PRIVATE KEY (P-256)", n, block.Type)
-		}
+		ec, err := parseKeyBlock(block)
 		if err != nil {
 			return nil, fmt.Errorf("PEM block %d: %w", n, err)
-		}
-		ec, ok := key.(*ecdsa.PrivateKey)
-		if !ok || ec.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("PEM block %d: want an EC P-256 key (ES256)", n)
 		}
 		priv = append(priv, ec)
 	}
@@ -72,6 +70,28 @@ func ParseKeys(pemBytes []byte) (*Keys, error) {
 		return nil, errors.New("no PEM private key")
 	}
 	return newKeys(priv)
+}
+
+// parseKeyBlock is the EC P-256 private key of a PEM block.
+func parseKeyBlock(block *pem.Block) (*ecdsa.PrivateKey, error) {
+	var key any
+	var err error
+	switch block.Type {
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("%q: want EC PRIVATE KEY or PRIVATE KEY (P-256)", block.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, errors.New("want an EC P-256 key (ES256)")
+	}
+	return ec, nil
 }
 
 // GenerateKeys makes one in-memory P-256 key: sessions it signs die with the process, and
@@ -124,6 +144,7 @@ func newKeys(priv []*ecdsa.PrivateKey) (*Keys, error) {
 	if k.jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: k.public}); err != nil {
 		return nil, err
 	}
+	k.jwksLine = append(append([]byte(nil), k.jwks...), '\n')
 	return k, nil
 }
 

@@ -20,7 +20,8 @@ import (
 
 // keySet is the trusted issuer's public keys as an oidc.KeySet for go-oidc's verifier.
 //
-//   - In the issuer's own process (static keys) no HTTP is made: the keys are the issuer's.
+//   - In the issuer's own process (own keys) no HTTP is made: the keys are the issuer's
+//     current ones, a reloaded key file included.
 //   - Else the keys come from the issuer's discovery document and JWKS. A token whose kid is
 //     known is verified without a network call, whether or not the issuer is reachable; an
 //     unknown kid fetches the set again at most once per minRefresh whatever the number of
@@ -30,7 +31,7 @@ import (
 // (session_keys_unavailable), which go-oidc's RemoteKeySet does not.
 type keySet struct {
 	issuer     string
-	static     []jose.JSONWebKey // the issuer's own keys, or nil
+	own        KeySource // the issuer's own keys, or nil
 	client     *http.Client
 	timeout    time.Duration
 	minRefresh time.Duration
@@ -79,7 +80,7 @@ func (k *keySet) verify(ctx context.Context, jwt string) ([]byte, *Error) {
 	}
 	kid := jws.Signatures[0].Header.KeyID
 	candidates := k.find(kid)
-	if len(candidates) == 0 && k.static == nil {
+	if len(candidates) == 0 && k.own == nil {
 		var rerr *Error
 		if candidates, rerr = k.refresh(ctx, kid); rerr != nil {
 			return nil, rerr
@@ -96,11 +97,30 @@ func (k *keySet) verify(ctx context.Context, jwt string) ([]byte, *Error) {
 	return nil, refuse(tokenreview.ReasonBadSignature, "the session's signature does not verify with key %q of issuer %s", clip(kid), k.issuer)
 }
 
+// knows reports whether a key with kid is still known (the issuer's own current keys, or the
+// last fetched set); a token without kid matches any key.
+func (k *keySet) knows(kid string) bool {
+	var keys []jose.JSONWebKey
+	if k.own != nil {
+		keys = k.own.Current().Public()
+	} else if p := k.keys.Load(); p != nil {
+		keys = *p
+	}
+	for _, key := range keys {
+		if kid == "" || key.KeyID == kid {
+			return true
+		}
+	}
+	return false
+}
+
 // find is the known keys that may have signed a token with kid: the one with that kid, or
 // every key when the token names none.
 func (k *keySet) find(kid string) []jose.JSONWebKey {
-	keys := k.static
-	if keys == nil {
+	var keys []jose.JSONWebKey
+	if k.own != nil {
+		keys = k.own.Current().Public()
+	} else {
 		p := k.keys.Load()
 		if p == nil {
 			return nil

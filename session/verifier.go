@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -34,7 +35,8 @@ type VerifierConfig struct {
 	CAFile string
 	// Keys, when set, are the issuer's own keys: the verifier runs in the issuer's process and
 	// verifies with them, making no HTTP call to itself.
-	Keys *Keys
+	// A *KeyFile is read at each verification, so a reloaded file is trusted at once.
+	Keys KeySource
 	// Revoked reports whether the user uid was revoked at or after issuedAt
 	// (tokenreview.Handler.RevokedSince). Nil: no revocations.
 	Revoked func(uid string, issuedAt time.Time) bool
@@ -75,6 +77,7 @@ type verified struct {
 	id  tokenreview.Identity
 	iat time.Time
 	exp time.Time
+	kid string // the signing key's, checked again on every use: a dropped key's sessions are refused
 }
 
 // NewVerifier builds a Verifier. It makes no network call: the issuer is discovered when the
@@ -120,7 +123,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	}
 	ks := &keySet{issuer: issuer, client: client, timeout: timeout, minRefresh: MinRefreshInterval, now: now}
 	if cfg.Keys != nil {
-		ks.static = cfg.Keys.Public()
+		ks.own = cfg.Keys
 	}
 	return &Verifier{
 		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, next: cfg.Next, cache: c, now: now,
@@ -148,6 +151,11 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	now := v.now()
 	key := sha256.Sum256([]byte(token))
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {
+		if !v.keys.knows(s.kid) {
+			v.cache.Remove(key)
+			return tokenreview.Identity{}, tokenreview.CredentialSession, refuse(tokenreview.ReasonBadSignature,
+				"the session is signed with key %q, which issuer %s no longer publishes", clip(s.kid), v.issuer)
+		}
 		if v.revoked(s.id.UID, s.iat) {
 			v.cache.Remove(key)
 			return tokenreview.Identity{}, tokenreview.CredentialSession, revokedError(s.id.Username, s.iat)
@@ -169,6 +177,9 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	s, err := v.verify(ctx, token, now)
 	if err != nil {
 		return tokenreview.Identity{}, tokenreview.CredentialSession, err
+	}
+	if jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.ES256}); err == nil && len(jws.Signatures) == 1 {
+		s.kid = jws.Signatures[0].Header.KeyID
 	}
 	v.cache.Add(key, s)
 	return s.id, tokenreview.CredentialSession, nil

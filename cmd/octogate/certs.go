@@ -196,6 +196,24 @@ func renewalLine(name string, r certs.Renewal) string {
 
 // renewSecretCmd connects to the API server and runs renewSecret, printing one line.
 func renewSecretCmd(cmd *cobra.Command, sr secretRenewal, kubeconfig, kubeContext string) error {
+	cs, ns, err := kubeClient(kubeconfig, kubeContext, sr.Namespace, "octogate-certs-renew")
+	if err != nil {
+		return err
+	}
+	sr.Namespace = ns
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+	defer cancel()
+	r, err := renewSecret(ctx, cs.CoreV1(), sr)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), renewalLine(sr.Namespace+"/"+sr.Secret+" "+r.File, r))
+	return err
+}
+
+// kubeClient is a clientset from kubeconfig (or the default loading rules, or in-cluster)
+// and the namespace to work in: namespace, or the context's (the pod's in a cluster).
+func kubeClient(kubeconfig, kubeContext, namespace, userAgent string) (*kubernetes.Clientset, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -206,29 +224,20 @@ func renewSecretCmd(cmd *cobra.Command, sr secretRenewal, kubeconfig, kubeContex
 	cfg, err := loader.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
-			return fmt.Errorf("kubeconfig: none found (looked in %s, and not running in a pod); pass --kubeconfig", strings.Join(rules.GetLoadingPrecedence(), ", "))
+			return nil, "", fmt.Errorf("kubeconfig: none found (looked in %s, and not running in a pod); pass --kubeconfig", strings.Join(rules.GetLoadingPrecedence(), ", "))
 		}
-		return fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
-	if sr.Namespace == "" {
-		ns, _, err := loader.Namespace()
-		if err != nil {
-			return fmt.Errorf("kubeconfig: namespace: %w", err)
+	if namespace == "" {
+		if namespace, _, err = loader.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("kubeconfig: namespace: %w", err)
 		}
-		sr.Namespace = ns
 	}
 	cfg.Timeout = 30 * time.Second
-	cfg.UserAgent = "octogate-certs-renew"
+	cfg.UserAgent = userAgent
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
-	defer cancel()
-	r, err := renewSecret(ctx, cs.CoreV1(), sr)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), renewalLine(sr.Namespace+"/"+sr.Secret+" "+r.File, r))
-	return err
+	return cs, namespace, nil
 }

@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(),
 		newVersionCmd(),
 		newOwnersCmd(),
+		newSessionCmd(),
 	)
 	return root
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/octogate/octogate/githubwebhook"
 	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
@@ -86,7 +87,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 			return namedError(err)
 		}
 	}
-	keys, err := sessionKeys(cfg)
+	keys, err := sessionKeys(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -230,6 +231,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if actions != nil {
 		// In the background: serve starts (and GitHub tokens work) while the issuer is down.
 		g.Go(func() error { actions.Warm(ctx); return nil })
+	}
+	if f, ok := keys.(*session.KeyFile); ok {
+		g.Go(func() error { return f.Start(ctx) })
 	}
 	if templates != nil {
 		g.Go(func() error { return templates.Run(ctx) })

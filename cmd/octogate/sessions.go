@@ -11,27 +11,27 @@ import (
 	"github.com/octogate/octogate/webhooks"
 )
 
-// sessionKeys loads OCTOGATE_SESSION_KEY_FILE, or makes an in-memory key, when this process
-// issues sessions (OCTOGATE_SESSION_ISSUER); nil otherwise.
-func sessionKeys(cfg serveConfig) (*session.Keys, error) {
+// sessionKeys is the issuer's keys (OCTOGATE_SESSION_KEY_FILE, reloaded when it changes, or
+// an in-memory key), or nil when this process issues no sessions.
+func sessionKeys(cfg serveConfig, log *slog.Logger) (session.KeySource, error) {
 	switch {
 	case cfg.SessionIssuer == "":
 		return nil, nil
 	case cfg.SessionKeyFile == "":
 		return session.GenerateKeys()
 	}
-	k, err := session.LoadKeys(cfg.SessionKeyFile)
+	f, err := session.OpenKeyFile(cfg.SessionKeyFile, session.DefaultKeyPoll, log)
 	if err != nil {
 		return nil, fmt.Errorf("OCTOGATE_SESSION_KEY_FILE=%q: %w", cfg.SessionKeyFile, err)
 	}
-	return k, nil
+	return f, nil
 }
 
 // sessionVerifier is the JWT Lookup of /authenticate when it trusts a session issuer
 // (OCTOGATE_SESSION_TRUST_ISSUER): sessions are verified here, other JWTs go to actions. When
 // the trusted issuer is this process, its keys verify sessions in process. revoked is
 // tokenreview.Handler.RevokedSince, called only once the handler exists.
-func sessionVerifier(cfg serveConfig, keys *session.Keys, actions *actionsoidc.Verifier, revoked func(string, time.Time) bool) (tokenreview.Lookup, error) {
+func sessionVerifier(cfg serveConfig, keys session.KeySource, actions *actionsoidc.Verifier, revoked func(string, time.Time) bool) (tokenreview.Lookup, error) {
 	if cfg.SessionTrustIssuer == "" {
 		return jwtLookup(actions), nil
 	}
@@ -67,7 +67,7 @@ func sameIssuer(a, b string) bool {
 // mountIssuer mounts the issuer's public routes (token exchange, discovery, JWKS) when this
 // process issues sessions. The token endpoint has /authenticate's body limit and its own
 // in-flight budget, and needs no client certificate: kubectl's credential plugin calls it.
-func mountIssuer(server *webhooks.Server, cfg serveConfig, keys *session.Keys, authn *tokenreview.Handler, actions *actionsoidc.Verifier, log *slog.Logger) error {
+func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, actions *actionsoidc.Verifier, log *slog.Logger) error {
 	if keys == nil {
 		return nil
 	}
@@ -89,6 +89,6 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys *session.Keys, a
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
 	log.Info("issuing sessions", "issuer", x.Issuer(), "audiences", cfg.SessionAudiences, "ttl", cfg.SessionTTL,
-		"signingKey", keys.KeyID(), "publishedKeys", len(keys.Public()))
+		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
 	return nil
 }

@@ -266,3 +266,14 @@ app.kubernetes.io/component: certs-renew
 {{- define "octogate.renewEnabled" -}}
 {{- if and .Values.certs.renew.enabled (not .Values.certManager.enabled) }}true{{ end }}
 {{- end }}
+
+{{/* Labels of the session-keys-rotate CronJob's objects and pods; like octogate.renewLabels,
+its name label keeps the webhook pods' selectors off them. */}}
+{{- define "octogate.rotateLabels" -}}
+helm.sh/chart: {{ include "octogate.chart" . }}
+app.kubernetes.io/name: {{ printf "%s-session-keys-rotate" (include "octogate.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: session-keys-rotate
+{{- end }}
