@@ -123,11 +123,12 @@ A GitHub Actions deploy (docs/github-actions.md): a job of acme/deploy in enviro
 production, with the environment GitHub gives a job with "permissions: id-token: write".
 In a third shell:
 
+  export PATH=%[6]s:$PATH
   kubectl --kubeconfig %[5]s --context admin create namespace prod   # the cluster admin, once
   export GITHUB_ACTIONS=true SSL_CERT_FILE=%[1]s
   export ACTIONS_ID_TOKEN_REQUEST_URL='%[2]s'
   export ACTIONS_ID_TOKEN_REQUEST_TOKEN=%[3]s
-  export KUBECONFIG=%[4]s PATH=%[6]s:$PATH
+  export KUBECONFIG=%[4]s
   kubectl auth whoami      # github-actions:repo:acme/deploy:environment:production, actor alice
   kubectl -n prod create configmap release --from-literal=version=1.2.3
                            # allowed by policy rule deploy-production-to-prod
@@ -164,11 +165,13 @@ type Revocation struct {
 func RevocationTour(r Revocation) string {
 	return fmt.Sprintf(`
   # Revocation pushed by GitHub (docs/revocation.md), in the first shell (KUBECONFIG of the
-  # tour's first export line, with the bob context): alice removes bob from acme...
+  # tour's first export line, with the bob context): bob is a member...
+  kubectl --context bob auth whoami               # github:bob:1002
+  # ...alice removes him from acme...
   curl -sS --cacert %[1]s -X DELETE -H 'Authorization: Bearer %[2]s' %[3]sorgs/%[4]s/members/bob
   # ...and GitHub's signed organization member_removed webhook reaches octogate:
   %[5]s
-  kubectl --context bob get namespaces            # refused: octogate evicted bob at once (kube-apiserver may answer from its cache for up to 10 s)
+  kubectl --context bob auth whoami               # error: You must be logged in: octogate evicted bob at once (kube-apiserver may answer from its cache for up to 10 s)
   kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # octogate.dev/orphaned-at, orphaned-reason
   kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # now group %[6]s; bob's ConfigMap is still there
   kubectl annotate namespace bob-dev octogate.dev/orphaned-at- octogate.dev/orphaned-reason-   # an admin gives bob-dev back to bob
@@ -188,7 +191,7 @@ func OwnDelivery(r Revocation) string {
   sig=$(printf '%%s' "$body" | openssl dgst -sha256 -hmac "$secret" | sed 's/^.*= //')
   guid=$(openssl rand -hex 16 | sed 's/^\(.\{8\}\)\(.\{4\}\)\(.\{4\}\)\(.\{4\}\)/\1-\2-\3-\4-/')
   curl -sS --cacert %[3]s -X POST %[4]s -H 'Content-Type: application/json' -H 'X-GitHub-Event: organization' -H "X-GitHub-Delivery: $guid" -H "X-Hub-Signature-256: sha256=$sig" --data-binary "$body"
-                                                  # {"result":"evicted",...}: %[5]s's cached identity is gone
+                                                  # {"result":"evicted",...}: whatever octogate had cached for %[5]s is gone
 `, shellQuote(r.Secret), strings.ReplaceAll(body, "'", `'\''`), r.OctogateCA, r.WebhookURL, r.OwnLogin)
 }
 
