@@ -219,6 +219,9 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 	if err != nil {
 		return nil, http.StatusBadRequest, "the payload could not be read: " + err.Error()
 	}
+	if ct == MediaTypeForm && len(payload) == 0 {
+		return nil, http.StatusBadRequest, "a form-encoded delivery carries its JSON in the field payload, and this one has none"
+	}
 	return payload, 0, ""
 }
 

@@ -397,3 +397,20 @@ func TestMemberRemovedFromAPinnedOrgOrphans(t *testing.T) {
 		t.Fatalf("orphaner calls %q: a member removed from pinned org acme=2001 must orphan their namespaces", orph.calls)
 	}
 }
+
+func TestFormDeliveryWithoutPayloadFieldSaysSo(t *testing.T) {
+	e := newEnv(t)
+	form := []byte("other=1")
+	req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-GitHub-Event", "ping")
+	req.Header.Set("X-Hub-Signature-256", githubapi.Sign(secret, form))
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "field payload") {
+		t.Fatalf("got %d %s, want 400 naming the missing payload field", rec.Code, rec.Body)
+	}
+	if got := e.rev.targets(); len(got) != 0 {
+		t.Fatalf("revoked %v", got)
+	}
+}
