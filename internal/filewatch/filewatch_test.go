@@ -63,7 +63,12 @@ func TestEachContentIsAppliedOnceAndFailuresCountedOnce(t *testing.T) {
 		{"bad", "invalid content counted once", func(a []string, n int) bool { return len(a) == 1 && n == 1 }},
 		{"three", "valid content after an invalid one applied", func(a []string, n int) bool { return len(a) == 2 && a[1] == "three" && n == 1 }},
 	} {
-		if err := os.WriteFile(path, []byte(step.content), 0o600); err != nil {
+		// Replaced by a rename, as editors and kubelet replace files: os.WriteFile truncates
+		// first, and a poll between the truncation and the write would see an empty file.
+		if err := os.WriteFile(path+".new", []byte(step.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(step.what, step.ok)
