@@ -29,14 +29,27 @@ templates:
 `
 
 // useTemplates writes doc as the templates file, waits until octogate enforces it (a
-// server-side dry run of a name no template allows is refused) and restores the empty file
-// when the test ends.
+// server-side dry run of a name no template allows is refused) and, when the test ends,
+// restores the empty file and waits until octogate enforces that too, so that the next test
+// does not meet this one's templates.
 func useTemplates(t *testing.T, e *testEnv, doc string) {
 	t.Helper()
 	if err := os.WriteFile(e.templatesFile, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.WriteFile(e.templatesFile, []byte(emptyTemplates), 0o600) })
+	t.Cleanup(func() {
+		if err := os.WriteFile(e.templatesFile, []byte(emptyTemplates), 0o600); err != nil {
+			t.Error(err)
+			return
+		}
+		waitFor(t, 15*time.Second, "empty templates reloaded", func() (struct{}, error) {
+			res := e.kubectlAs(t, "bob", "create", "namespace", "probe-reload", "--dry-run=server")
+			if !strings.Contains(res.Stderr, "allowed names for you") {
+				return struct{}{}, nil
+			}
+			return struct{}{}, fmt.Errorf("%w: %s", errNotYet, res)
+		})
+	})
 	waitFor(t, 15*time.Second, "templates reloaded", func() (struct{}, error) {
 		res := e.kubectlAs(t, "bob", "create", "namespace", "probe-reload", "--dry-run=server")
 		if res.ExitCode != 0 && strings.Contains(res.Stderr, "allowed names for you") {
