@@ -2,18 +2,14 @@ package actionsoidc
 
 import (
 	"context"
-	"crypto/rsa"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/octogate/octogate/internal/jwks"
 )
 
 // keySet is the issuer's JSON Web Key Set (RFC 7517) as an oidc.KeySet for go-oidc's verifier.
@@ -41,9 +37,6 @@ type keySet struct {
 	lastAttempt time.Time
 	lastErr     error // of the last attempt; nil if it succeeded
 }
-
-// maxJWKSBytes bounds a discovery document or key set read from the issuer.
-const maxJWKSBytes = 1 << 20
 
 // errSlot carries a keySet's classified error past go-oidc, which flattens it to a string, and
 // whether the signature verified (so that a later go-oidc error is about the claims).
@@ -166,49 +159,7 @@ func (k *keySet) fetchLocked(ctx context.Context) {
 }
 
 func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
-	if k.jwksURL == "" {
-		// Discovery: GET {issuer}/.well-known/openid-configuration; go-oidc checks that the
-		// document names the same issuer.
-		p, err := oidc.NewProvider(oidc.ClientContext(ctx, k.client), k.issuer)
-		if err != nil {
-			return nil, fmt.Errorf("discovery: %w", err)
-		}
-		var doc struct {
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := p.Claims(&doc); err != nil || doc.JWKSURI == "" {
-			return nil, errors.New("discovery: the document has no jwks_uri")
-		}
-		k.jwksURL = doc.JWKSURI
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.jwksURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := k.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", k.jwksURL, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", k.jwksURL, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", k.jwksURL, err)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(body, &set); err != nil {
-		return nil, fmt.Errorf("GET %s: not a JSON Web Key Set: %w", k.jwksURL, err)
-	}
-	var keys []jose.JSONWebKey
-	for _, key := range set.Keys {
-		if _, ok := key.Key.(*rsa.PublicKey); ok && (key.Use == "" || key.Use == "sig") {
-			keys = append(keys, key)
-		}
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("GET %s: no RSA signing key in the set", k.jwksURL)
-	}
-	return keys, nil
+	keys, jwksURL, err := jwks.Fetch(ctx, k.client, k.issuer, k.jwksURL, jwks.RSA)
+	k.jwksURL = jwksURL
+	return keys, err
 }
