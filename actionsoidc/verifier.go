@@ -20,6 +20,7 @@ import (
 
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/internal/glob"
+	"github.com/octogate/octogate/internal/jwks"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -116,7 +117,7 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	ks := &keySet{issuer: issuer, client: client, timeout: timeout, minRefresh: MinRefreshInterval, now: now}
+	ks := &keySet{issuer: issuer, remote: &jwks.Remote{Issuer: issuer, Client: client, Type: jwks.RSA, Timeout: timeout, MinRefresh: MinRefreshInterval, Now: now}}
 	return &Verifier{
 		issuer: issuer, audience: cfg.Audience, orgs: orgs, orgsText: text,
 		subjects: subjects, keys: ks, cache: c, ttl: ttl, now: now, log: logger,

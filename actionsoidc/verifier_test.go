@@ -318,7 +318,7 @@ func TestCache(t *testing.T) {
 	}
 	// From now on the token's signature cannot verify: octogate forgets the key and the
 	// issuer stops publishing it.
-	v.keys.keys.Store(&[]jose.JSONWebKey{})
+	v.keys.remote.Forget()
 	iss.RotateKey()
 	iss.RetireOldKeys()
 	clock = clock.Add(20 * time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/octogate/octogate/internal/jwks"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -121,7 +122,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	ks := &keySet{issuer: issuer, client: client, timeout: timeout, minRefresh: MinRefreshInterval, now: now}
+	ks := &keySet{issuer: issuer, remote: &jwks.Remote{Issuer: issuer, Client: client, Type: jwks.EC, Timeout: timeout, MinRefresh: MinRefreshInterval, Now: now}}
 	if cfg.Keys != nil {
 		ks.own = cfg.Keys
 	}
