@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/octogate/octogate/internal/filewatch"
 )
 
 // DefaultKeyPoll is how often a KeyFile is read again besides its directory's change events.
@@ -89,32 +88,6 @@ func (f *KeyFile) Reload() bool {
 // Start reloads on every change in the file's directory and every poll interval until ctx
 // ends.
 func (f *KeyFile) Start(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("session: watching %s: %w", f.path, err)
-	}
-	defer func() { _ = w.Close() }()
-	if err := w.Add(filepath.Dir(f.path)); err != nil && !errors.Is(err, fsnotify.ErrClosed) {
-		f.log.Warn("session key directory not watched; reloading every poll interval only", "dir", filepath.Dir(f.path), "err", err)
-	}
-	tick := time.NewTicker(f.poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			f.Reload()
-		case _, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			f.Reload()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			f.log.Debug("session key watch error", "err", err)
-		}
-	}
+	return filewatch.Watch(ctx, filewatch.WatchConfig{Dirs: []string{filepath.Dir(f.path)}, Name: "session key", Poll: f.poll, Log: f.log},
+		func() { f.Reload() })
 }

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/filewatch"
 )
 
 // certReloader serves a serving certificate read from a certificate and a key file, reloaded
@@ -90,35 +87,9 @@ func (r *certReloader) reload() {
 // ends. Directories rather than files are watched: a `..data` swap renames a symlink in the
 // directory and never writes the files a watch on them would follow.
 func (r *certReloader) Start(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("webhooks: watching %s: %w", r.certFile, err)
+	dirs := []string{filepath.Dir(r.certFile)}
+	if d := filepath.Dir(r.keyFile); d != dirs[0] {
+		dirs = append(dirs, d)
 	}
-	defer func() { _ = w.Close() }()
-	for _, dir := range []string{filepath.Dir(r.certFile), filepath.Dir(r.keyFile)} {
-		if err := w.Add(dir); err != nil && !errors.Is(err, fsnotify.ErrClosed) {
-			// Polling still reloads; the events only make it faster.
-			r.log.Warn("serving certificate directory not watched; reloading every poll interval only", "dir", dir, "err", err)
-		}
-	}
-	tick := time.NewTicker(r.poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			r.reload()
-		case _, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			r.reload()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.log.Debug("serving certificate watch error", "err", err)
-		}
-	}
+	return filewatch.Watch(ctx, filewatch.WatchConfig{Dirs: dirs, Name: "serving certificate", Poll: r.poll, Log: r.log}, r.reload)
 }

@@ -1,8 +1,9 @@
-// Package filewatch reloads a configuration file mounted from a Kubernetes ConfigMap: it
+// Package filewatch reloads files mounted from Kubernetes volumes (ConfigMaps, Secrets): it
 // watches the file's directory (a ConfigMap update swaps the `..data` symlink the file resolves
 // through, a rename the file itself never sees), re-checks on a timer in case an event is
 // missed, and hands each new content to the owner once. The policy (subjectaccessreview) and
-// the namespace templates (namespacetemplate) reload through it.
+// the namespace templates (namespacetemplate) reload through File; the serving certificate
+// (webhooks) and the session keys (session) read their own files from Watch's calls.
 package filewatch
 
 import (
@@ -44,41 +45,60 @@ func (f *File) Seen(data []byte) { f.lastSeen = contentKey(data) }
 
 // Run watches the file until ctx is done. It checks the file once at start.
 func (f *File) Run(ctx context.Context) error {
+	f.Check()
+	return Watch(ctx, WatchConfig{Dirs: []string{filepath.Dir(f.Path)}, Name: f.Name, Poll: f.Poll, Log: f.Log}, f.Check)
+}
+
+// WatchConfig says what Watch watches.
+type WatchConfig struct {
+	// Dirs are the directories whose events call check (files of a Kubernetes volume are
+	// replaced by a `..data` symlink swap in their directory, an event the files never see).
+	Dirs []string
+	// Name says what is watched in log lines, e.g. "serving certificate".
+	Name string
+	// Poll is the interval of the periodic check (must be positive): events only make a
+	// reload faster, the poll makes it certain.
+	Poll time.Duration
+	Log  *slog.Logger
+}
+
+// Watch calls check QuietPeriod after the last event in cfg.Dirs and every cfg.Poll, on its
+// own goroutine, until ctx is done. A directory that cannot be watched is logged once as a
+// warning and left to the poll.
+func Watch(ctx context.Context, cfg WatchConfig, check func()) error {
 	var events <-chan fsnotify.Event
 	var watchErrs <-chan error
 	watcher, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = watcher.Add(filepath.Dir(f.Path)); err != nil {
-			_ = watcher.Close()
-		}
-	}
 	if err != nil {
-		f.Log.Warn("cannot watch the "+f.Name+" directory; checking the file periodically only", "file", f.Path, "err", err)
+		cfg.Log.Warn("cannot watch the "+cfg.Name+" directory; checking periodically only", "dirs", cfg.Dirs, "err", err)
 	} else {
 		defer func() { _ = watcher.Close() }()
+		for _, dir := range cfg.Dirs {
+			if err := watcher.Add(dir); err != nil {
+				cfg.Log.Warn("cannot watch the "+cfg.Name+" directory; checking periodically only", "dir", dir, "err", err)
+			}
+		}
 		events, watchErrs = watcher.Events, watcher.Errors
 	}
-	poll := time.NewTicker(f.Poll)
+	poll := time.NewTicker(cfg.Poll)
 	defer poll.Stop()
 	quiet := time.NewTimer(QuietPeriod)
 	quiet.Stop()
 	defer quiet.Stop()
-
-	f.Check()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-events:
-			// Any event in the directory may concern the file: its own write or rename, or a
-			// ConfigMap swap renaming the ..data symlink that the file resolves through.
+			// Any event in the directory may concern the files: their own write or rename, or a
+			// volume update renaming the ..data symlink that they resolve through.
 			quiet.Reset(QuietPeriod)
 		case err := <-watchErrs:
-			f.Log.Warn(f.Name+" directory watch error", "file", f.Path, "err", err)
+			cfg.Log.Warn(cfg.Name+" directory watch error", "dirs", cfg.Dirs, "err", err)
 		case <-quiet.C:
-			f.Check()
+			check()
 		case <-poll.C:
-			f.Check()
+			check()
 		}
 	}
 }
