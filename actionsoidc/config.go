@@ -1,18 +1,16 @@
 package actionsoidc
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/octogate/octogate/internal/githuborgs"
+	"github.com/octogate/octogate/internal/jwks"
 )
 
 // Config configures New. Zero durations and sizes take the defaults below.
@@ -94,23 +92,11 @@ func validIssuer(raw string) error {
 }
 
 func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("actionsoidc: CAFile %q: %w", caFile, err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("actionsoidc: CAFile %q: no PEM certificate in file", caFile)
-		}
-		tr.TLSClientConfig.RootCAs = pool
+	c, err := jwks.HTTPClient(caFile, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("actionsoidc: %w", err)
 	}
-	return &http.Client{Transport: tr, Timeout: timeout}, nil
+	return c, nil
 }
 
 // clip shortens a string quoted from a token for a message.

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -285,21 +282,9 @@ func unverifiedIssuer(token string) (string, bool) {
 }
 
 func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("session: CAFile %q: %w", caFile, err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("session: CAFile %q: no PEM certificate in file", caFile)
-		}
-		tr.TLSClientConfig.RootCAs = pool
+	c, err := jwks.HTTPClient(caFile, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
 	}
-	return &http.Client{Transport: tr, Timeout: timeout}, nil
+	return c, nil
 }

@@ -9,11 +9,15 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
@@ -99,4 +103,27 @@ func Fetch(ctx context.Context, client *http.Client, issuer, jwksURL string, t K
 		return nil, jwksURL, fmt.Errorf("GET %s: no %s signing key in the set", jwksURL, t)
 	}
 	return keys, jwksURL, nil
+}
+
+// HTTPClient is the client that reads an issuer's documents: TLS 1.2 or later, the system
+// roots plus the PEM certificates of caFile ("" for the system roots alone), and timeout for
+// each request. Errors read `CAFile "F": ...`.
+func HTTPClient(caFile string, timeout time.Duration) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("CAFile %q: %w", caFile, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CAFile %q: no PEM certificate in file", caFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
 }

@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -83,5 +86,23 @@ func TestFetchErrorsNameTheFailure(t *testing.T) {
 		if err == nil || len(keys) != 0 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v %v, want an error with %q", name, keys, err, tc.want)
 		}
+	}
+}
+
+func TestHTTPClientRefusesAnUnusableCAFile(t *testing.T) {
+	notPEM := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		notPEM:                                "no PEM certificate in file",
+		filepath.Join(t.TempDir(), "missing"): "no such file",
+	} {
+		if _, err := HTTPClient(file, time.Second); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "CAFile ") {
+			t.Errorf("%s: %v, want CAFile ...%s", file, err, want)
+		}
+	}
+	if c, err := HTTPClient("", time.Second); err != nil || c.Timeout != time.Second {
+		t.Fatalf("no CA file: %v %v", c, err)
 	}
 }
