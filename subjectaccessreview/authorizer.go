@@ -144,12 +144,7 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	d := a.policy.Load().Authorize(&attrs)
-	if d.Verdict == NoOpinion && a.ownerRules && !exempt(&attrs) {
-		if od, ok := ownerDecision(&attrs, a.owners, a.creators, a.prefix); ok {
-			d = od
-		}
-	}
+	d := a.Decide(&attrs)
 	out, err := d.answer(apiVersion)
 	if err != nil {
 		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
@@ -159,6 +154,20 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.record(ctx, webhooks.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
+}
+
+// Decide is the authorization decision of every door (the /authorize webhook, the proxy): the
+// policy's first matching rule, else, when the owner rules are on, the owner decisions
+// (ownerDecision), else NoOpinion. It is pure over a and the current policy and namespace
+// cache, and safe for concurrent use.
+func (a *Authorizer) Decide(attrs *Attributes) Decision {
+	d := a.policy.Load().Authorize(attrs)
+	if d.Verdict == NoOpinion && a.ownerRules && !exempt(attrs) {
+		if od, ok := ownerDecision(attrs, a.owners, a.creators, a.prefix); ok {
+			d = od
+		}
+	}
+	return d
 }
 
 func outcomeDecision(v Verdict) string {

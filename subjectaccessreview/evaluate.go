@@ -37,6 +37,9 @@ type Decision struct {
 	Rule    string
 	Reason  string
 
+	// owner marks a decision of the owner rules (ownerDecision), not of a policy rule.
+	owner bool
+
 	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
 	// when the policy is compiled: the answer depends only on the decision and apiVersion.
 	answers *answers

@@ -102,7 +102,7 @@ func ownedByCaller(a *Attributes, owners NamespaceOwners, creators NamespaceCrea
 }
 
 func ownerAllow(why string) Decision {
-	return Decision{Verdict: Allow, Rule: ruleOwnNamespaces, Reason: "octogate: " + why}
+	return Decision{Verdict: Allow, Rule: ruleOwnNamespaces, Reason: "octogate: " + why, owner: true}
 }
 
 func inTeam(groups []string, prefix, team string) bool {

@@ -194,18 +194,10 @@ type fullLookup struct{ c *cache }
 
 func (f fullLookup) Lookup(ctx context.Context, token string) (Identity, error) {
 	id, err := f.c.Lookup(ctx, token)
-	if err != nil || id.Groups != nil || id.userJSON == nil {
+	if err != nil {
 		return id, err
 	}
-	var u answerUser
-	if err := json.Unmarshal(id.userJSON, &u); err != nil {
-		return Identity{}, unavailable(ReasonGitHubUnavailable, err, "the cached identity does not decode")
-	}
-	id.Groups, id.Extra = u.Groups, u.Extra
-	if id.Groups == nil {
-		id.Groups = []string{}
-	}
-	return id, nil
+	return id.whole()
 }
 
 // MaxBodyBytes is the body limit the /authenticate route should have (MaxReviewBytes); the
@@ -235,21 +227,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var id Identity
-	kind := CredentialGitHubToken
-	switch k, ok := h.lookup.(KindLookup); {
-	case len(rv.Spec.Token) > MaxTokenBytes:
-		err = errTokenTooLong
-	case ok:
-		id, kind, err = k.LookupKind(r.Context(), rv.Spec.Token)
-	default:
-		id, err = h.lookup.Lookup(r.Context(), rv.Spec.Token)
-	}
+	id, err := h.review(r.Context(), rv.Spec.Token)
 	a, status, outcome := decide(rv.APIVersion, id, err)
 	webhooks.Record(r.Context(), outcome)
-	result := Result(err)
-	h.reviews.WithLabelValues(result, Reason(err)).Inc()
-	h.credentials.WithLabelValues(kind, result).Inc()
 
 	buf := h.buffers.Get().(*bytes.Buffer)
 	defer h.putBuffer(buf)
@@ -274,6 +254,62 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelDebug, "writing TokenReview answer failed", slog.String("error", err.Error()))
 	}
+}
+
+// review looks token up as /authenticate does (a token above MaxTokenBytes is refused
+// unlooked) and counts the answer in octogate_token_reviews_total and
+// octogate_token_review_credentials_total. A cached identity may come without Groups and
+// Extra (only its encoded status.user).
+func (h *Handler) review(ctx context.Context, token string) (Identity, error) {
+	var (
+		id  Identity
+		err error
+	)
+	kind := CredentialGitHubToken
+	switch k, ok := h.lookup.(KindLookup); {
+	case len(token) > MaxTokenBytes:
+		err = errTokenTooLong
+	case ok:
+		id, kind, err = k.LookupKind(ctx, token)
+	default:
+		id, err = h.lookup.Lookup(ctx, token)
+	}
+	result := Result(err)
+	h.reviews.WithLabelValues(result, Reason(err)).Inc()
+	h.credentials.WithLabelValues(kind, result).Inc()
+	return id, err
+}
+
+// Authenticate is the decision of /authenticate for doors other than the TokenReview webhook
+// (the proxy): the same lookup, cache, revocations, reason codes and metrics, answering the
+// whole Identity (Groups never nil). Errors wrap ErrRefused or ErrUnavailable, with a reason
+// code (Reason).
+func (h *Handler) Authenticate(ctx context.Context, token string) (Identity, error) {
+	id, err := h.review(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	return id.whole()
+}
+
+// whole fills Groups and Extra of an identity that carries only its encoded status.user (a
+// cache hit).
+func (id Identity) whole() (Identity, error) {
+	if id.Groups != nil || id.userJSON == nil {
+		if id.Groups == nil {
+			id.Groups = []string{}
+		}
+		return id, nil
+	}
+	var u answerUser
+	if err := json.Unmarshal(id.userJSON, &u); err != nil {
+		return Identity{}, unavailable(ReasonGitHubUnavailable, err, "the cached identity does not decode")
+	}
+	id.Groups, id.Extra = u.Groups, u.Extra
+	if id.Groups == nil {
+		id.Groups = []string{}
+	}
+	return id, nil
 }
 
 // putBuffer returns b to the pool unless a large body grew it.

@@ -93,3 +93,35 @@ func (r *certReloader) Start(ctx context.Context) error {
 	}
 	return filewatch.Watch(ctx, filewatch.WatchConfig{Dirs: dirs, Name: "serving certificate", Poll: r.poll, Log: r.log}, r.reload)
 }
+
+// ServingCertificate is a TLS serving certificate read from a certificate and a key file and
+// reloaded as the webhook server's own is (one read of both files per version, directory
+// events and a poll, the previous certificate kept while new files do not load), for the
+// process's other TLS listeners (the proxy).
+type ServingCertificate struct{ r *certReloader }
+
+// NewServingCertificate reads the pair once: an error (unreadable, not PEM, key not matching)
+// is returned and nothing is served. name is the listener's, in log lines.
+func NewServingCertificate(name, certFile, keyFile string, log *slog.Logger) (*ServingCertificate, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r, err := newCertReloader(certFile, keyFile, certPollInterval, log, func(c tls.Certificate) {
+		if c.Leaf != nil {
+			log.Info("serving certificate loaded", "listener", name, "cert", certFile,
+				"subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "notAfter", c.Leaf.NotAfter)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ServingCertificate{r}, nil
+}
+
+// GetCertificate is tls.Config.GetCertificate.
+func (c *ServingCertificate) GetCertificate(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.r.GetCertificate(h)
+}
+
+// Run reloads the pair on changes until ctx ends, then returns nil.
+func (c *ServingCertificate) Run(ctx context.Context) error { return c.r.Start(ctx) }

@@ -69,6 +69,14 @@ type serveConfig struct {
 	OrphanOwnerGroup        string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
 	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators, re-read on change; unset: no check"`
 	MembershipResync        time.Duration `env:"OCTOGATE_MEMBERSHIP_RESYNC" envDefault:"1h" help:"period of the membership check of namespace creators, spread over the period"`
+	ProxyListen             string        `env:"OCTOGATE_PROXY_LISTEN" help:"TLS listen address of the impersonating proxy kubectl talks to in place of kube-apiserver (managed clusters: docs/managed-clusters.md); unset: no proxy"`
+	ProxyTLSCertFile        string        `env:"OCTOGATE_PROXY_TLS_CERT_FILE" help:"the proxy's serving certificate (PEM), reloaded on change; unset: OCTOGATE_TLS_CERT_FILE"`
+	ProxyTLSKeyFile         string        `env:"OCTOGATE_PROXY_TLS_KEY_FILE" help:"the proxy's serving key (PEM), reloaded on change; unset: OCTOGATE_TLS_KEY_FILE"`
+	ProxyServiceAccount     string        `env:"OCTOGATE_PROXY_SERVICE_ACCOUNT" help:"NAMESPACE/NAME of the ServiceAccount the proxy forwards as (its RBAC: impersonate only); its tokens come from the TokenRequest API; unset: the controller's own credentials"`
+	ProxyMaxInflight        int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT" envDefault:"400" help:"the proxy's short requests in flight, all users; beyond it 429 with Retry-After"`
+	ProxyMaxInflightPerUser int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER" envDefault:"50" help:"one user's short requests in flight through the proxy"`
+	ProxyMaxWatches         int           `env:"OCTOGATE_PROXY_MAX_WATCHES" envDefault:"4000" help:"the proxy's long-running requests (watches, exec, attach, port-forward, followed logs), all users"`
+	ProxyMaxWatchesPerUser  int           `env:"OCTOGATE_PROXY_MAX_WATCHES_PER_USER" envDefault:"200" help:"one user's long-running requests through the proxy"`
 }
 
 // flagName turns OCTOGATE_FOO_BAR into foo-bar.
@@ -223,7 +231,55 @@ func (c serveConfig) validate() error {
 	case c.OwnerClusterRole == "":
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}
+	if err := c.validateProxy(); err != nil {
+		return err
+	}
 	return c.validateSessions()
+}
+
+// validateProxy checks the OCTOGATE_PROXY_* variables (docs/managed-clusters.md).
+func (c serveConfig) validateProxy() error {
+	bad := func(name, value, expected string) error {
+		return fmt.Errorf("%s=%q: expected %s", name, value, expected)
+	}
+	if c.ProxyListen == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.ProxyListen); err != nil {
+		return bad("OCTOGATE_PROXY_LISTEN", c.ProxyListen, "a listen address such as :8444")
+	}
+	if c.ProxyListen == c.Listen {
+		return bad("OCTOGATE_PROXY_LISTEN", c.ProxyListen, "an address other than OCTOGATE_LISTEN's")
+	}
+	if (c.ProxyTLSCertFile == "") != (c.ProxyTLSKeyFile == "") {
+		return bad("OCTOGATE_PROXY_TLS_CERT_FILE", c.ProxyTLSCertFile, "set together with OCTOGATE_PROXY_TLS_KEY_FILE, or neither")
+	}
+	if c.ProxyTLSCertFile == "" && c.TLSCertFile == "" {
+		return bad("OCTOGATE_PROXY_TLS_CERT_FILE", "", "a serving certificate for the proxy (or OCTOGATE_TLS_CERT_FILE): kubectl verifies it")
+	}
+	if !c.Controller {
+		return bad("OCTOGATE_CONTROLLER", "false", "true with OCTOGATE_PROXY_LISTEN: the proxy forwards to the cluster the controller talks to")
+	}
+	if c.ProxyServiceAccount != "" {
+		ns, name, ok := strings.Cut(c.ProxyServiceAccount, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return bad("OCTOGATE_PROXY_SERVICE_ACCOUNT", c.ProxyServiceAccount, "NAMESPACE/NAME of a ServiceAccount")
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{
+		{"OCTOGATE_PROXY_MAX_INFLIGHT", c.ProxyMaxInflight},
+		{"OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER", c.ProxyMaxInflightPerUser},
+		{"OCTOGATE_PROXY_MAX_WATCHES", c.ProxyMaxWatches},
+		{"OCTOGATE_PROXY_MAX_WATCHES_PER_USER", c.ProxyMaxWatchesPerUser},
+	} {
+		if l.v < 1 {
+			return bad(l.name, fmt.Sprint(l.v), "a positive number")
+		}
+	}
+	return nil
 }
 
 // validateSessions checks the OCTOGATE_SESSION_* variables and OCTOGATE_RAW_GITHUB_TOKENS

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,6 +30,7 @@ import (
 	"github.com/octogate/octogate/githubwebhook"
 	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/proxy"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
@@ -215,6 +218,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return err
 	}
 
+	proxyServer, err := newProxy(cfg, mgr, authn, authz, registry, log)
+	if err != nil {
+		return err
+	}
+	if proxyServer != nil {
+		server.AddReadyCheck("proxy-upstream", proxyServer.ready)
+	}
+
 	expiry := certs.NewExpiryCollector(map[string]string{
 		certs.CertServing:  cfg.TLSCertFile,
 		certs.CertClientCA: cfg.ClientCAFile,
@@ -243,6 +254,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if runRevocations != nil {
 		g.Go(func() error { return runRevocations(ctx) })
+	}
+	if proxyServer != nil {
+		g.Go(func() error { return proxyServer.server.Run(ctx) })
 	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
@@ -366,4 +380,63 @@ func registerReplacing(reg prometheus.Registerer, c prometheus.Collector) error 
 		err = reg.Register(c)
 	}
 	return err
+}
+
+// proxyServer is the impersonating proxy and its listener.
+type proxyServer struct {
+	server *proxy.Server
+	ready  func() error
+}
+
+// newProxy builds the proxy of OCTOGATE_PROXY_LISTEN, or nil when it is unset. It forwards
+// to the cluster the controller talks to, as OCTOGATE_PROXY_SERVICE_ACCOUNT (its tokens from
+// the TokenRequest API) or, unset, with the controller's own credentials.
+func newProxy(cfg serveConfig, mgr manager.Manager, authn *tokenreview.Handler, authz *subjectaccessreview.Authorizer,
+	registry prometheus.Registerer, log *slog.Logger) (*proxyServer, error) {
+	if cfg.ProxyListen == "" {
+		return nil, nil
+	}
+	if mgr == nil {
+		return nil, errors.New("OCTOGATE_PROXY_LISTEN needs the controller's Kubernetes API (OCTOGATE_CONTROLLER=true)")
+	}
+	upstream := rest.CopyConfig(mgr.GetConfig())
+	if cfg.ProxyServiceAccount != "" {
+		ns, name, _ := strings.Cut(cfg.ProxyServiceAccount, "/")
+		client, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, fmt.Errorf("OCTOGATE_PROXY_SERVICE_ACCOUNT: %w", err)
+		}
+		upstream = proxy.UpstreamConfig(upstream, proxy.ServiceAccountTokens(client, ns, name))
+	}
+	p, err := proxy.New(proxy.Config{
+		Upstream:      upstream,
+		Authenticator: authn,
+		Authorizer:    authz,
+		Limits: proxy.Limits{
+			MaxInflight:        cfg.ProxyMaxInflight,
+			MaxInflightPerUser: cfg.ProxyMaxInflightPerUser,
+			MaxWatches:         cfg.ProxyMaxWatches,
+			MaxWatchesPerUser:  cfg.ProxyMaxWatchesPerUser,
+		},
+		Logger:     log,
+		Registerer: registry,
+	})
+	if err != nil {
+		return nil, namedError(err)
+	}
+	certFile, keyFile := cfg.ProxyTLSCertFile, cfg.ProxyTLSKeyFile
+	if certFile == "" {
+		certFile, keyFile = cfg.TLSCertFile, cfg.TLSKeyFile
+	}
+	srv, err := proxy.NewServer(proxy.ServerConfig{
+		Listen:          cfg.ProxyListen,
+		TLSCertFile:     certFile,
+		TLSKeyFile:      keyFile,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          log,
+	}, p)
+	if err != nil {
+		return nil, namedError(err)
+	}
+	return &proxyServer{server: srv, ready: p.Ready}, nil
 }
