@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/octogate/octogate/internal/cluster"
+	"github.com/octogate/octogate/internal/githubapi"
+)
+
+// proxyEnv is a cluster set up like a managed one (docs/managed-clusters.md): kube-apiserver
+// with RBAC only, no authentication or authorization webhook, octogate's admission registered
+// as API objects, and octogate's impersonating proxy in front. kubectl talks to the proxy as
+// alice, bob, carol (no member) and stranger (a token GitHub does not know). The GitHub
+// stand-in is its own: bob leaves the org.
+type proxyEnv struct {
+	e       *testEnv
+	github  *githubapi.Server
+	m       *cluster.Managed
+	kubectl cluster.Kubectl
+	admin   kubernetes.Interface
+	// client trusts octogate's CA (GitHub deliveries, raw requests to the proxy).
+	client *http.Client
+	work   string
+}
+
+func startProxyEnv(t *testing.T, e *testEnv) *proxyEnv {
+	t.Helper()
+	p := &proxyEnv{e: e, work: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	p.github = githubapi.NewTLS()
+	t.Cleanup(p.github.Close)
+	if err := p.github.Load(cluster.Fixture()); err != nil {
+		t.Fatal(err)
+	}
+	githubCA := filepath.Join(p.work, "github-ca.crt")
+	if err := p.github.WriteCAFile(githubCA); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	p.m, err = cluster.StartManaged(ctx, cluster.ManagedConfig{
+		BinDir: e.binDir, OctogateBinary: e.cluster.Config.OctogateBinary, WorkDir: filepath.Join(p.work, "managed"),
+		GitHubAPIURL: p.github.URL(), GitHubCAFile: githubCA,
+		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
+		// A long identity cache: only push revocation can refuse bob before it ends.
+		TokenCacheTTL: 10 * time.Minute, NegativeTTL: time.Second,
+		OctogateEnv: []string{
+			"OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret,
+			"OCTOGATE_NAMESPACE=default",
+			"OCTOGATE_PROXY_RBAC=true",
+		},
+	})
+	if err != nil {
+		t.Fatalf("start the managed-like cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"octogate.log", "kube-apiserver.log"} {
+				if b, err := os.ReadFile(filepath.Join(p.work, "managed", name)); err == nil {
+					t.Logf("--- %s (end) ---\n%s", name, b[max(0, len(b)-6000):])
+				}
+			}
+		}
+		if err := p.m.Stop(); err != nil {
+			t.Errorf("stop the managed-like cluster: %v", err)
+		}
+	})
+	if p.admin, err = kubernetes.NewForConfig(p.m.APIServer.Admin); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(p.work, "proxy-users.kubeconfig")
+	if err := p.m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
+		{Name: "alice", Token: cluster.AliceToken},
+		{Name: "bob", Token: cluster.BobToken},
+		{Name: "carol", Token: cluster.CarolToken},
+		{Name: "stranger", Token: "not-a-github-token"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(p.work, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.kubectl = cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: kubeconfig, Home: home}
+	ca, err := os.ReadFile(filepath.Join(p.m.CertsDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	t.Cleanup(p.client.CloseIdleConnections)
+	return p
+}
+
+// as runs kubectl through the proxy as user.
+func (p *proxyEnv) as(t *testing.T, user string, args ...string) cluster.Result {
+	t.Helper()
+	res, err := p.kubectl.Run(context.Background(), nil, append([]string{"--context=" + user}, args...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res)
+	}
+	return res
+}
+
+// verdict is how a kubectl run ended, in the words the side-by-side transcript compares.
+func verdict(res cluster.Result) string {
+	switch {
+	case res.ExitCode == 0 && slices.Contains(res.Args, "can-i"):
+		return "yes"
+	case res.ExitCode == 0:
+		return "allowed"
+	case strings.Contains(res.Stderr, "Unauthorized") || strings.Contains(res.Stderr, notLoggedIn):
+		return "unauthorized"
+	case slices.Contains(res.Args, "can-i") && strings.HasPrefix(strings.TrimSpace(res.Stdout), "no"):
+		return "no"
+	case strings.Contains(res.Stderr, "Forbidden") || strings.Contains(res.Stderr, "forbidden"):
+		return "forbidden"
+	}
+	return "error: " + strings.TrimSpace(res.Stderr)
+}
+
+// TestProxySideBySideWithWebhookMode runs one scripted kubectl session against the webhook-mode
+// cluster every test shares and against the managed-like cluster through the proxy: the
+// answers agree line by line.
+func TestProxy(t *testing.T) {
+	e := requireEnv(t)
+	p := startProxyEnv(t, e)
+	ctx := context.Background()
+
+	t.Run("side by side with webhook mode", func(t *testing.T) {
+		script := []struct {
+			user string
+			args []string
+		}{
+			{"alice", []string{"get", "pods", "-n", "kube-system"}},
+			{"bob", []string{"get", "pods", "-n", "kube-system"}},
+			{"bob", []string{"get", "pods", "-n", "default"}},
+			{"bob", []string{"get", "namespaces"}},
+			{"alice", []string{"get", "namespaces"}},
+			{"alice", []string{"get", "secrets", "-A"}},
+			{"bob", []string{"get", "--raw", "/version"}},
+			{"bob", []string{"auth", "can-i", "create", "namespaces"}},
+			{"bob", []string{"auth", "can-i", "get", "secrets", "-n", "kube-system"}},
+			{"bob", []string{"auth", "can-i", "delete", "nodes"}},
+			{"alice", []string{"auth", "can-i", "delete", "nodes"}},
+			{"alice", []string{"auth", "can-i", "get", "pods", "-n", "kube-system"}},
+			{"carol", []string{"get", "pods"}},
+			{"stranger", []string{"get", "pods"}},
+		}
+		var webhook, proxied []string
+		for _, s := range script {
+			line := s.user + " kubectl " + strings.Join(s.args, " ") + ": "
+			webhook = append(webhook, line+verdict(e.kubectlAs(t, s.user, s.args...)))
+			proxied = append(proxied, line+verdict(p.as(t, s.user, s.args...)))
+		}
+		t.Logf("webhook mode:\n  %s\nproxy mode:\n  %s", strings.Join(webhook, "\n  "), strings.Join(proxied, "\n  "))
+		for i := range webhook {
+			if webhook[i] != proxied[i] {
+				t.Errorf("line %d differs:\n  webhook: %s\n  proxy:   %s", i+1, webhook[i], proxied[i])
+			}
+		}
+	})
+
+	t.Run("whoami is the GitHub user", func(t *testing.T) {
+		direct := whoami(t, e, "bob").Status.UserInfo
+		res := p.as(t, "bob", "auth", "whoami", "-o", "json")
+		var r selfSubjectReview
+		if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
+			t.Fatalf("%v\n%s", err, res)
+		}
+		via := r.Status.UserInfo
+		if via.Username != direct.Username || via.UID != direct.UID || !slices.Equal(sorted(via.Groups), sorted(direct.Groups)) ||
+			!slices.Equal(via.Extra["octogate.dev/github-login"], direct.Extra["octogate.dev/github-login"]) {
+			t.Errorf("through the proxy: %+v\nwebhook mode: %+v", via, direct)
+		}
+	})
+
+	t.Run("kubectl --as is refused", func(t *testing.T) {
+		res := p.as(t, "alice", "get", "pods", "--as", cluster.BobUser)
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "kubectl --as") {
+			t.Errorf("want a 403 that names kubectl --as:\n%s", res)
+		}
+		res = p.as(t, "bob", "get", "pods", "-n", "kube-system", "--as-group", "system:masters", "--as", cluster.BobUser)
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Forbidden") {
+			t.Errorf("--as-group system:masters:\n%s", res)
+		}
+	})
+
+	t.Run("no token is 401 Status", func(t *testing.T) {
+		resp, err := p.client.Get(p.m.ProxyURL + "/api/v1/namespaces")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st metav1.Status
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusUnauthorized || st.Reason != metav1.StatusReasonUnauthorized {
+			t.Errorf("got %d %+v %v", resp.StatusCode, st, err)
+		}
+	})
+
+	t.Run("owner self-service", func(t *testing.T) {
+		ns := "bob-proxied"
+		if res := p.as(t, "bob", "create", "namespace", ns); res.ExitCode != 0 {
+			t.Fatalf("bob creates a namespace through the proxy (rule members-create-namespaces):\n%s", res)
+		}
+		got, err := p.admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Annotations[annotationCreator] != cluster.BobUser || got.Labels[annotationCreatorUID] != fmt.Sprint(cluster.BobID) {
+			t.Errorf("admission recorded annotations %v labels %v: want the impersonated GitHub user", got.Annotations, got.Labels)
+		}
+		res := waitFor(t, 15*time.Second, "bob lists his namespaces by creator-uid", func() (cluster.Result, error) {
+			res := p.as(t, "bob", "get", "namespaces", "-l", fmt.Sprintf("%s=%d", annotationCreatorUID, cluster.BobID), "-o", "name")
+			if res.ExitCode != 0 {
+				return res, fmt.Errorf("%s", res)
+			}
+			return res, nil
+		})
+		if !strings.Contains(res.Stdout, "namespace/"+ns) {
+			t.Errorf("bob's list: %q", res.Stdout)
+		}
+		waitFor(t, 15*time.Second, "bob works in his namespace (owner RoleBinding)", func() (bool, error) {
+			if res := p.as(t, "bob", "-n", ns, "create", "configmap", "hello", "--from-literal=k=v"); res.ExitCode != 0 && !strings.Contains(res.Stderr, "AlreadyExists") {
+				return false, fmt.Errorf("%s", res)
+			}
+			return true, nil
+		})
+
+		t.Run("a watch receives an event within 1 s", func(t *testing.T) {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(wctx, p.kubectl.Path, "--kubeconfig="+p.kubectl.Kubeconfig, "--context=bob", "-n", ns,
+				"get", "configmaps", "--watch-only", "-o", "name")
+			cmd.Env = append(os.Environ(), "HOME="+p.kubectl.Home)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cancel(); _ = cmd.Wait() }()
+			lines := make(chan string, 16)
+			go func() {
+				s := bufio.NewScanner(out)
+				for s.Scan() {
+					lines <- s.Text()
+				}
+				close(lines)
+			}()
+			// The watch is open only once kubectl has listed, which this test cannot see: it
+			// creates ConfigMaps until one's event arrives and measures that one's lag.
+			created := map[string]time.Time{}
+			for i := range 20 {
+				name := fmt.Sprintf("watched-%d", i)
+				created["configmap/"+name] = time.Now()
+				if _, err := p.admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case line, ok := <-lines:
+					if !ok {
+						t.Fatal("kubectl's watch ended")
+					}
+					at, known := created[line]
+					if !known {
+						t.Fatalf("unexpected watch line %q", line)
+					}
+					lag := time.Since(at)
+					t.Logf("MEASURED: watch event through the proxy %s after the create", lag.Round(time.Millisecond))
+					if lag > time.Second {
+						t.Errorf("event %q after %s: want within 1s", line, lag)
+					}
+					return
+				case <-time.After(time.Second):
+				}
+			}
+			t.Fatal("no watch event for 20 ConfigMaps created a second apart")
+		})
+
+		if res := p.as(t, "bob", "delete", "namespace", ns, "--wait=false"); res.ExitCode != 0 {
+			t.Errorf("bob deletes his namespace (owner rules):\n%s", res)
+		}
+		if res := p.as(t, "alice", "get", "namespace", ns, "-o", "name"); res.ExitCode != 0 {
+			t.Logf("alice sees %s: %s", ns, res)
+		}
+		if res := p.as(t, "bob", "delete", "namespace", "default", "--wait=false"); res.ExitCode == 0 || verdict(res) != "forbidden" {
+			t.Errorf("bob deletes a namespace he does not own:\n%s", res)
+		}
+	})
+
+	t.Run("a revoked member is refused within 2 s", func(t *testing.T) {
+		if res := p.as(t, "bob", "auth", "whoami"); res.ExitCode != 0 {
+			t.Fatalf("bob before:\n%s", res)
+		}
+		if err := p.github.SetMembership("bob", cluster.Org, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.github.SetMembership("bob", cluster.Org, "member") })
+		org := p.github.OrgAccount(cluster.Org)
+		bob, _ := p.github.Account("bob")
+		removed := time.Now()
+		status, body, err := githubapi.Deliver(ctx, p.client, p.m.Octogate.URL()+"/github/webhook", []byte(webhookSecret), githubapi.Delivery{Event: "organization",
+			Payload: githubapi.OrganizationPayload("member_removed", org, bob, githubapi.Account{Login: "alice", ID: cluster.AliceID})})
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("delivery: %d %s %v", status, body, err)
+		}
+		for {
+			res := p.as(t, "bob", "auth", "whoami")
+			if verdict(res) == "unauthorized" {
+				t.Logf("MEASURED: delivery -> bob's kubectl refused through the proxy: %s", time.Since(removed).Round(time.Millisecond))
+				break
+			}
+			if time.Since(removed) > 2*time.Second {
+				t.Fatalf("bob's kubectl still works through the proxy 2s after the delivery:\n%s", res)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("metrics count the proxy's decisions", func(t *testing.T) {
+		resp, err := p.client.Get(p.m.Octogate.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{`octogate_proxy_requests_total{outcome="forwarded"}`, `octogate_proxy_requests_total{outcome="denied"}`, `octogate_proxy_refused_total{reason="impersonation",result="impersonation"}`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("/metrics has no %s", want)
+			}
+		}
+	})
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
