@@ -88,7 +88,7 @@ $(GOLANGCI_LINT):
 ## ownership controller with $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
 bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
-	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/
+	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/
 	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each

@@ -74,7 +74,7 @@ func (u *upstream) requests() []*http.Request {
 	return append([]*http.Request(nil), u.seen...)
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -85,6 +85,9 @@ func newUpstream(t *testing.T) *upstream {
 		switch {
 		case r.URL.Path == "/readyz":
 			_, _ = io.WriteString(w, "ok")
+		case r.URL.Query().Get("big") != "":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(make([]byte, 1<<20))
 		case r.URL.Query().Get("watch") == "true":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
@@ -111,7 +114,7 @@ func newUpstream(t *testing.T) *upstream {
 	return u
 }
 
-func newTestProxy(t *testing.T, up *upstream, limits Limits) *httptest.Server {
+func newTestProxy(t testing.TB, up *upstream, limits Limits) *httptest.Server {
 	t.Helper()
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
@@ -396,7 +399,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 // testWriter sends the proxy's log to the test's.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
