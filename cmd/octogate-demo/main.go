@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -112,6 +113,10 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		}
 	}
 	issuer := sessionIssuer(cfg.Port)
+	// The impersonating proxy of the "proxy-alice" and "proxy-bob" contexts.
+	if cfg.ProxyPort, err = cluster.FreePort(); err != nil {
+		return err
+	}
 	octogateCA := filepath.Join(work, "certs", "ca.crt") // written by cluster.Start before octogate starts
 	var githubURL string                                 // the stand-in's web URL, for the "login", "carol" and "dave" contexts
 	var actions *actionsDemo
@@ -191,6 +196,11 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
 		return err
 	}
+	if !realGitHub {
+		if err := addProxyContexts(kubeconfig, "https://"+c.ProxyAddr(), octogateCA); err != nil {
+			return err
+		}
+	}
 	defer func() {
 		_ = os.Remove(kubeconfig)
 		_ = os.Remove(dir) // only when empty: a -dir the user keeps other files in stays
@@ -226,6 +236,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	if standin != nil {
 		fmt.Print(tour.Sessions(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
+	}
+	if standin != nil {
+		fmt.Print(tour.Proxy())
 	}
 	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))
@@ -307,4 +320,23 @@ rules:
 ` + strings.Join(subjects, "\n") + `
   resourceRules: [{verbs: [create], apiGroups: [""], resources: [namespaces]}]
 `
+}
+
+// addProxyContexts adds to the kubeconfig at path the contexts proxy-alice and proxy-bob,
+// whose cluster is octogate's impersonating proxy at url, verified with caFile.
+func addProxyContexts(path, url, caFile string) error {
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
+	for name, token := range map[string]string{"proxy-alice": cluster.AliceToken, "proxy-bob": cluster.BobToken} {
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: name}
+	}
+	return clientcmd.WriteToFile(*kc, path)
 }

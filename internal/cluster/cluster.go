@@ -44,6 +44,10 @@ type Config struct {
 	TokenReviewVersion string
 	// AuthnCacheTTL is --authentication-token-webhook-cache-ttl (default 1 s).
 	AuthnCacheTTL time.Duration
+	// ProxyPort, when set, is the port on 127.0.0.1 of octogate's impersonating proxy
+	// (OCTOGATE_PROXY_LISTEN), which forwards as the ServiceAccount ProxyNamespace/
+	// ProxyServiceAccount created with impersonation rights only.
+	ProxyPort int
 }
 
 // Cluster is etcd, kube-apiserver and kube-controller-manager wired to a running octogate.
@@ -139,6 +143,12 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	if cfg.ProxyPort != 0 {
+		if err := createProxyServiceAccount(ctx, c.APIServer); err != nil {
+			return nil, err
+		}
+	}
+
 	policyFile := ""
 	if cfg.Policy != nil {
 		policyFile = filepath.Join(cfg.WorkDir, "policy.yaml")
@@ -197,7 +207,19 @@ func octogateEnv(cfg Config, c *Cluster, addr, policyFile string) []string {
 	if len(cfg.AdminGroups) > 0 {
 		env = append(env, "OCTOGATE_ADMIN_GROUPS="+strings.Join(cfg.AdminGroups, ","))
 	}
+	if cfg.ProxyPort != 0 {
+		env = append(env, "OCTOGATE_PROXY_LISTEN="+c.ProxyAddr(),
+			"OCTOGATE_PROXY_SERVICE_ACCOUNT="+ProxyNamespace+"/"+ProxyServiceAccount)
+	}
 	return append(env, cfg.OctogateEnv...)
+}
+
+// ProxyAddr is 127.0.0.1:Config.ProxyPort, the proxy's address ("" without a proxy).
+func (c *Cluster) ProxyAddr() string {
+	if c.Config.ProxyPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Config.ProxyPort))
 }
 
 // checkAdmissionKubeconfig verifies the admission kubeconfig has a user named exactly

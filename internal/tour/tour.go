@@ -214,6 +214,23 @@ session context's kubectl sends a session, never alice's GitHub token:
 `, caFile, addr)
 }
 
+// Proxy is the tour of the impersonating proxy (docs/managed-clusters.md): contexts
+// proxy-alice and proxy-bob talk to octogate's proxy instead of kube-apiserver, as on a
+// managed cluster whose kube-apiserver flags cannot be set.
+func Proxy() string {
+	return `
+The impersonating proxy (docs/managed-clusters.md): contexts proxy-alice and proxy-bob talk to
+octogate's proxy, which authenticates and decides as the webhooks do, then forwards as its
+ServiceAccount with Impersonate-User: what a managed cluster (EKS, GKE, AKS) gets without flags.
+
+  kubectl --context proxy-bob auth whoami         # github:bob:1002, groups github:acme, github:acme/web
+  kubectl --context proxy-bob -n kube-system get pods   # Forbidden at the proxy: octogate: rule no-one-else-in-system-namespaces
+  kubectl --context proxy-bob auth can-i create namespaces   # yes: rule members-create-namespaces, answered by the proxy
+  kubectl --context proxy-bob get pods --as=github:alice:1001   # Forbidden: the proxy does not forward kubectl --as
+  kubectl --context proxy-alice get namespaces    # allowed: rule platform-admins-everything (group octogate:rule:platform-admins-everything upstream)
+`
+}
+
 // RateLimit shows the conditional requests that spare the users' GitHub rate limit
 // (docs/performance.md, "GitHub rate limit"). addr is octogate's host:port, caFile its CA.
 func RateLimit(addr, caFile string) string {
