@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -55,15 +56,17 @@ type Config struct {
 
 // Proxy is the impersonating front door, an http.Handler for every path.
 type Proxy struct {
-	upstream  *url.URL
-	forward   *forwarder
-	authn     Authenticator
-	authz     Authorizer
-	limits    *limiter
-	resolver  *request.RequestInfoFactory
-	log       *slog.Logger
-	metrics   *metrics
-	readiness *readiness
+	upstream *url.URL
+	forward  *forwarder
+	authn    Authenticator
+	authz    Authorizer
+	limits   *limiter
+	resolver *request.RequestInfoFactory
+	// reviewCodecs read and write the SelfSubjectAccessReviews the proxy answers.
+	reviewCodecs serializer.CodecFactory
+	log          *slog.Logger
+	metrics      *metrics
+	readiness    *readiness
 }
 
 // New checks cfg and builds the upstream transports. Errors name the Config field.
@@ -103,9 +106,10 @@ func New(cfg Config) (*Proxy, error) {
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
-		log:       log,
-		metrics:   m,
-		readiness: newReadiness(f),
+		reviewCodecs: newReviewCodecs(),
+		log:          log,
+		metrics:      m,
+		readiness:    newReadiness(f),
 	}, nil
 }
 

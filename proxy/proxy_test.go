@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -404,4 +406,29 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+func TestSelfSubjectAccessReviewInProtobuf(t *testing.T) {
+	up := newUpstream(t)
+	srv := newTestProxy(t, up, Limits{})
+	codecs := newReviewCodecs()
+	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Namespace: "team-a", Resource: "secrets"}}}
+	var body strings.Builder
+	if err := codecs.EncoderForVersion(info.Serializer, authorizationv1.SchemeGroupVersion).Encode(review, &body); err != nil {
+		t.Fatal(err)
+	}
+	resp, answer := do(t, srv, http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "bob-token",
+		http.Header{"Content-Type": {runtime.ContentTypeProtobuf}}, body.String())
+	var got authorizationv1.SelfSubjectAccessReview
+	if _, _, err := info.Serializer.Decode([]byte(answer), nil, &got); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("got %d, %v", resp.StatusCode, err)
+	}
+	if !got.Status.Denied || got.Status.Allowed || !strings.Contains(got.Status.Reason, "no-secrets") {
+		t.Errorf("status %+v: want denied by no-secrets", got.Status)
+	}
+	if len(up.requests()) != 0 {
+		t.Error("a review the policy decides reached kube-apiserver")
+	}
 }

@@ -2,13 +2,14 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
@@ -31,7 +32,12 @@ func isSelfSubjectAccessReview(info *request.RequestInfo) bool {
 // reason. It reports whether it answered; when it did not (no opinion, or a body it does not
 // read), r's body is whole again and the review goes to kube-apiserver, whose RBAC answers.
 func (p *Proxy) answerSelfSubjectAccessReview(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo, id tokenreview.Identity) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return false
+	}
+	info, ok := runtime.SerializerInfoForMediaType(p.reviewCodecs.SupportedMediaTypes(), mt)
+	if !ok {
 		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxSelfReviewBytes+1))
@@ -40,7 +46,7 @@ func (p *Proxy) answerSelfSubjectAccessReview(w http.ResponseWriter, r *http.Req
 		return false
 	}
 	var review authorizationv1.SelfSubjectAccessReview
-	if err := json.Unmarshal(body, &review); err != nil || review.Kind != "SelfSubjectAccessReview" {
+	if _, _, err := info.Serializer.Decode(body, &selfReviewGVK, &review); err != nil {
 		return false
 	}
 	attrs, ok := selfReviewAttributes(u, id, &review.Spec)
@@ -56,16 +62,27 @@ func (p *Proxy) answerSelfSubjectAccessReview(w http.ResponseWriter, r *http.Req
 		Denied:  d.Verdict == subjectaccessreview.Deny,
 		Reason:  d.Reason,
 	}
-	out, err := json.Marshal(&review)
-	if err != nil {
+	var out bytes.Buffer
+	review.SetGroupVersionKind(selfReviewGVK)
+	if err := p.reviewCodecs.EncoderForVersion(info.Serializer, authorizationv1.SchemeGroupVersion).Encode(&review, &out); err != nil {
 		return false
 	}
 	p.metrics.requests.WithLabelValues("answered").Inc()
 	p.log.LogAttrs(r.Context(), slog.LevelDebug, "SelfSubjectAccessReview answered", slog.String("user", u.Name), slog.String("rule", d.Rule))
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", info.MediaType)
 	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(out)
+	_, _ = w.Write(out.Bytes())
 	return true
+}
+
+var selfReviewGVK = authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview")
+
+// newReviewCodecs decodes and encodes authorization.k8s.io/v1 in JSON, YAML and protobuf, as
+// kube-apiserver takes them.
+func newReviewCodecs() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	_ = authorizationv1.AddToScheme(scheme) // registers types only
+	return serializer.NewCodecFactory(scheme)
 }
 
 // selfReviewAttributes are the attributes a SelfSubjectAccessReview asks about, for u; ok is
