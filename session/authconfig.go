@@ -13,7 +13,7 @@ import (
 )
 
 // AuthenticationConfiguration is the part of kube-apiserver's --authentication-config file
-// (apiserver.config.k8s.io/v1, Kubernetes 1.30+;
+// (apiserver.config.k8s.io/v1, Kubernetes 1.34+, where the feature went stable;
 // https://kubernetes.io/docs/reference/access-authn-authz/authentication/#using-authentication-configuration)
 // that octogate writes: one JWT authenticator for a session issuer. The field names are those
 // of k8s.io/apiserver/pkg/apis/apiserver/v1, which octogate does not depend on.

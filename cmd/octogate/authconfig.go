@@ -15,7 +15,7 @@ func newKubeconfigAuthenticationConfigCmd() *cobra.Command {
 		Use:   "authentication-config --issuer URL --audience CLUSTER [--ca FILE] [--discovery-url URL]",
 		Short: "print the AuthenticationConfiguration with which kube-apiserver itself accepts octogate sessions",
 		Long: `authentication-config prints, on stdout, an AuthenticationConfiguration
-(apiserver.config.k8s.io/v1, for kube-apiserver --authentication-config, Kubernetes 1.30+)
+(apiserver.config.k8s.io/v1, for kube-apiserver --authentication-config, Kubernetes 1.34+)
 with one jwt authenticator for the session issuer --issuer: sessions for --audience are
 verified by kube-apiserver with the issuer's keys, with no webhook on the authentication path.
 The session's username, groups, uid and extra map one to one; sub must be the uid; no

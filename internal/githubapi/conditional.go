@@ -61,7 +61,9 @@ func (s *Server) finishLocked(c *conditional, r *http.Request, tok string) {
 			status = http.StatusNotModified
 		}
 	}
-	if status != http.StatusNotModified {
+	if status == http.StatusNotModified {
+		s.notMod[tok]++
+	} else {
 		s.rateUsed[tok]++
 	}
 	used := min(s.rateUsed[tok], rateLimitPerHour-1)
@@ -99,4 +101,13 @@ func (s *Server) RateLimitUsed(tok string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rateUsed[tok]
+}
+
+// NotModified is the number of 304 Not Modified answers tok has had: conditional requests
+// whose If-None-Match named the current ETag, none of which cost a rate-limit unit. ResetCalls
+// sets it to zero.
+func (s *Server) NotModified(tok string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notMod[tok]
 }

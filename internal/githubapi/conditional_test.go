@@ -53,8 +53,8 @@ func TestConditionalRequests(t *testing.T) {
 				t.Fatalf("same body, ETag %q then %q", etag, again.Header.Get("ETag"))
 			}
 			used := s.RateLimitUsed("tok-alice")
-			if used != 2 || first.Header.Get("X-RateLimit-Used") != "1" {
-				t.Fatalf("two 200s cost %d units; first X-RateLimit-Used %q", used, first.Header.Get("X-RateLimit-Used"))
+			if used != 2 || first.Header.Get("X-RateLimit-Used") != "1" || first.Header.Get("X-RateLimit-Remaining") != strconv.Itoa(rateLimitPerHour-1) {
+				t.Fatalf("two 200s cost %d units; first X-RateLimit-Used %q, Remaining %q", used, first.Header.Get("X-RateLimit-Used"), first.Header.Get("X-RateLimit-Remaining"))
 			}
 			for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
 				resp, b := get(t, s, path, "tok-alice", inm)
@@ -70,6 +70,9 @@ func TestConditionalRequests(t *testing.T) {
 			}
 			if n := s.RateLimitUsed("tok-alice"); n != used {
 				t.Fatalf("304s cost %d units", n-used)
+			}
+			if n := s.NotModified("tok-alice"); n != 4 {
+				t.Fatalf("NotModified %d, want 4", n)
 			}
 			if n := s.TokenCalls("tok-alice"); n != 6 {
 				t.Fatalf("TokenCalls %d, want 6 (every request counts as received)", n)

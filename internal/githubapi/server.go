@@ -32,6 +32,7 @@ type Server struct {
 	calls      map[string]int       // by route template
 	tokenCalls map[string]int       // by token
 	rateUsed   map[string]int       // by token: rate-limit units charged (X-RateLimit-Used)
+	notMod     map[string]int       // by token: 304 Not Modified answers
 	device     *DeviceFlow
 	codes      map[string]*deviceCode // by device code
 	refreshes  map[string]*refreshToken
@@ -110,6 +111,7 @@ func newServer() *Server {
 		calls:      map[string]int{},
 		tokenCalls: map[string]int{},
 		rateUsed:   map[string]int{},
+		notMod:     map[string]int{},
 		codes:      map[string]*deviceCode{},
 		refreshes:  map[string]*refreshToken{},
 		authCodes:  map[string]*authCode{},
@@ -451,6 +453,7 @@ func (s *Server) ResetCalls() {
 	s.tokenCalls = map[string]int{}
 	s.grants = map[string]int{}
 	s.rateUsed = map[string]int{}
+	s.notMod = map[string]int{}
 }
 
 func (s *Server) orgLocked(login string) *org {

@@ -96,6 +96,13 @@ app.kubernetes.io/component: webhook
 {{- else }}
 {{- $dns = append $dns $host }}
 {{- end }}
+{{- with include "octogate.authenticationConfigIssuerHost" . }}
+{{- if regexMatch "^[0-9.]+$|:" . }}
+{{- $ips = append $ips . }}
+{{- else }}
+{{- $dns = append $dns . }}
+{{- end }}
+{{- end }}
 {{- $dns = concat $dns .Values.certs.extraDNSNames | uniq }}
 {{- $ips = concat $ips .Values.certs.extraIPs | uniq }}
 {{- dict "dns" $dns "ips" $ips | toJson }}
@@ -202,10 +209,123 @@ plugins:
       kubeConfigFile: {{ .Values.kubeAPIServer.configDir }}/admission.kubeconfig
 {{- end }}
 
+{{/* The inputs of the AuthenticationConfiguration (session.authenticationConfig) with their
+defaults, as JSON {"issuer", "audience", "discoveryURL", "ca": PEM or "", "servingCA": bool}:
+exactly what `octogate kubeconfig authentication-config` is given as --issuer, --audience,
+--discovery-url and --ca (the serving CA when servingCA). The rules are that command's
+(session.NewAuthenticationConfiguration): a trailing / of the issuer is dropped, a discovery
+URL equal to the issuer is refused, and /.well-known/openid-configuration is added to a
+discovery URL that lacks it. */}}
+{{- define "octogate.authenticationConfigInputs" -}}
+{{- $s := .Values.session }}
+{{- $a := $s.authenticationConfig }}
+{{- $issuer := trimSuffix "/" (default $s.issuer $a.issuer) }}
+{{- if not $issuer }}
+{{- fail "session.authenticationConfig.issuer (or session.issuer) is required with session.authenticationConfig.enabled: the https URL of the session issuer, e.g. https://octogate.example.com" }}
+{{- end }}
+{{- $audience := default $s.audience $a.audience }}
+{{- if not (trim $audience) }}
+{{- fail "session.authenticationConfig.audience (or session.audience) is required with session.authenticationConfig.enabled: this cluster's name, one of the issuer's session.audiences" }}
+{{- end }}
+{{- if and $s.enabled (eq $issuer (trimSuffix "/" $s.issuer)) (not (has $audience $s.audiences)) }}
+{{- fail (printf "session.authenticationConfig.audience %q is not in session.audiences %v: this issuer mints no session kube-apiserver would accept" $audience $s.audiences) }}
+{{- end }}
+{{- if and $a.publiclyTrusted $a.certificateAuthority }}
+{{- fail "session.authenticationConfig: publiclyTrusted and certificateAuthority are exclusive (publiclyTrusted: kube-apiserver verifies the issuer with its host's roots)" }}
+{{- end }}
+{{- $discovery := $a.discoveryURL }}
+{{- if $discovery }}
+{{- if eq (trimSuffix "/" $discovery) $issuer }}
+{{- fail "session.authenticationConfig.discoveryURL: the same as the issuer; leave it empty (kube-apiserver refuses a discoveryURL equal to the issuer url)" }}
+{{- end }}
+{{- else if not $a.publiclyTrusted }}
+{{- $inCluster := include "octogate.webhookURL" . }}
+{{- if ne $inCluster $issuer }}
+{{- $discovery = $inCluster }}
+{{- end }}
+{{- end }}
+{{- if and $discovery (not (contains "/.well-known/openid-configuration" $discovery)) }}
+{{- $discovery = printf "%s/.well-known/openid-configuration" (trimSuffix "/" $discovery) }}
+{{- end }}
+{{- $servingCA := not (or $a.publiclyTrusted $a.certificateAuthority) }}
+{{- dict "issuer" $issuer "audience" $audience "discoveryURL" $discovery "ca" ($a.certificateAuthority | default "") "servingCA" $servingCA | toJson }}
+{{- end }}
+
+{{/* The issuer's host when the AuthenticationConfiguration trusts the serving CA for it: the
+serving certificate must then name it. Empty otherwise. */}}
+{{- define "octogate.authenticationConfigIssuerHost" -}}
+{{- if .Values.session.authenticationConfig.enabled }}
+{{- $in := include "octogate.authenticationConfigInputs" . | fromJson }}
+{{- if $in.servingCA }}
+{{- (urlParse $in.issuer).hostname }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* AuthenticationConfiguration for kube-apiserver --authentication-config (Kubernetes 1.34+):
+one jwt authenticator for the session issuer, the file `octogate kubeconfig
+authentication-config` writes for the same inputs (test/chart checks that they agree). The
+extra keys are session.ExtraKeys.
+https://kubernetes.io/docs/reference/access-authn-authz/authentication/#using-authentication-configuration
+Arguments: dict "root" (the chart context) "ca" (the serving CA's PEM, "" when not known). */}}
+{{- define "octogate.authenticationConfig" -}}
+{{- $in := include "octogate.authenticationConfigInputs" .root | fromJson }}
+{{- $ca := ternary .ca $in.ca $in.servingCA }}
+apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+  - issuer:
+      url: {{ $in.issuer | toJson }}
+      {{- with $in.discoveryURL }}
+      discoveryURL: {{ . | toJson }}
+      {{- end }}
+      {{- with $ca }}
+      certificateAuthority: |
+        {{- trimSuffix "\n" . | nindent 8 }}
+      {{- end }}
+      audiences:
+        - {{ $in.audience | toJson }}
+    claimValidationRules:
+      - expression: "has(claims.sub) && has(claims.uid) && claims.sub == claims.uid"
+        message: "an octogate session's sub is its uid"
+      - expression: "has(claims.username) && claims.username != \"\""
+        message: "an octogate session names its username"
+    claimMappings:
+      username:
+        claim: username
+        prefix: ""
+      groups:
+        claim: groups
+        prefix: ""
+      uid:
+        claim: uid
+      extra:
+        {{- range list "octogate.dev/github-login" "octogate.dev/actions-actor" "octogate.dev/actions-actor-id" "octogate.dev/actions-run-id" "octogate.dev/actions-workflow-ref" "octogate.dev/actions-ref" "octogate.dev/actions-sha" "octogate.dev/actions-event-name" }}
+        - key: {{ . }}
+          valueExpression: {{ printf "has(claims.extra) && %q in claims.extra ? claims.extra[%q] : []" . . | toJson }}
+        {{- end }}
+    userValidationRules:
+      - expression: "!user.username.startsWith('system:')"
+        message: "username cannot use the reserved system: prefix"
+      - expression: "user.groups.all(group, !group.startsWith('system:'))"
+        message: "groups cannot use the reserved system: prefix"
+{{- end }}
+
+{{/* Can the AuthenticationConfiguration be rendered without the serving CA (with cert-manager,
+which issues that CA after the chart renders)? */}}
+{{- define "octogate.authenticationConfigStandalone" -}}
+{{- if .Values.session.authenticationConfig.enabled }}
+{{- if not (include "octogate.authenticationConfigInputs" . | fromJson).servingCA }}true{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* The kube-apiserver flags an operator adds, one per line. */}}
 {{- define "octogate.apiserverFlags" -}}
 --authentication-token-webhook-config-file={{ .Values.kubeAPIServer.configDir }}/authn.kubeconfig
 --authentication-token-webhook-version=v1
+{{- if .Values.session.authenticationConfig.enabled }}
+--authentication-config={{ .Values.kubeAPIServer.configDir }}/authentication-config.yaml
+{{- end }}
 --authorization-config={{ .Values.kubeAPIServer.configDir }}/authorization-config.yaml
 {{- if .Values.clientAuth.enabled }}
 --admission-control-config-file={{ .Values.kubeAPIServer.configDir }}/admission-config.yaml
