@@ -9,4 +9,9 @@
 // `kubectl get rolebindings,resourcequotas -A -l app.kubernetes.io/managed-by=octogate`
 // lists it. See https://kubernetes.io/docs/reference/access-authn-authz/rbac/ for
 // RoleBindings to ClusterRoles and the bind verb the controller needs (RBACRules).
+//
+// With Config.ProxyRBAC a second controller keeps the RBAC of the impersonating proxy's groups
+// (subjectaccessreview.Grants: octogate:rule:NAME per Allow rule of the policy, and
+// octogate:owner): a ClusterRole and a ClusterRoleBinding per group, labelled also
+// octogate.dev/proxy-rbac=true; it needs escalate and bind on ClusterRoles (ProxyRBACRules).
 package ownership

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,11 +22,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/octogate/octogate/internal/cluster"
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 // The package's tests share one kube-apiserver + etcd (envtest, binaries from `make tools`)
 // and one manager running the controller as the user controllerUser, who holds exactly
-// RBACRules(testOwnerRole): the tests therefore also prove those rules are enough.
+// RBACRules(testOwnerRole) and ProxyRBACRules: the tests therefore also prove those rules are
+// enough.
 const (
 	controllerUser = "system:serviceaccount:octogate-system:octogate"
 	// testOwnerRole grants something the controller itself lacks, so binding it needs the
@@ -41,6 +44,9 @@ var (
 	testLogLevel = slog.LevelWarn
 	// testTemplates are the controller's namespace templates; templates_test.go sets them.
 	testTemplates = &switchableTemplates{}
+	// testPolicy is the proxy RBAC controller's policy; proxyrbac_test.go sets it. Nil until
+	// then: the controller changes nothing.
+	testPolicy atomic.Pointer[subjectaccessreview.Policy]
 )
 
 func TestMain(m *testing.M) {
@@ -108,7 +114,7 @@ func startController(ctx context.Context, cfg *rest.Config) (<-chan error, error
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: testOwnerRole}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
 		}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "octogate-ownership"}, Rules: RBACRules(testOwnerRole)},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "octogate-ownership"}, Rules: append(RBACRules(testOwnerRole), ProxyRBACRules()...)},
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "octogate-ownership"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "octogate-ownership"},
@@ -130,7 +136,7 @@ func startController(ctx context.Context, cfg *rest.Config) (<-chan error, error
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, OrphanOwnerGroup: testOrphanGroup, Templates: testTemplates, Logger: log}); err != nil {
+	if err := Setup(mgr, Config{OwnerClusterRole: testOwnerRole, DefaultQuota: testQuota, OrphanOwnerGroup: testOrphanGroup, Templates: testTemplates, ProxyRBAC: testPolicy.Load, Logger: log}); err != nil {
 		return nil, err
 	}
 	if testOrphaner, err = NewOrphaner(mgr, log); err != nil {

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 const (
@@ -64,6 +66,14 @@ type Config struct {
 	// UsernamePrefix is the prefix of GitHub groups: co-owner team "org/team" is bound as
 	// group UsernamePrefix+"org/team". Empty is "github:".
 	UsernamePrefix string
+	// ProxyRBAC, when set, turns on a second controller that keeps the RBAC of the
+	// impersonating proxy's groups for the policy it returns (an Authorizer's Policy): per
+	// subjectaccessreview.Grant a ClusterRole and a ClusterRoleBinding to the Group of the
+	// same name, labelled LabelManagedBy and LabelProxyRBAC; labelled ones the policy no
+	// longer grants are deleted. It is called every second, and a new *Policy is acted on at
+	// once; nil (no policy loaded yet) changes nothing. The controller needs ProxyRBACRules.
+	// Nil: no such controller.
+	ProxyRBAC func() *subjectaccessreview.Policy
 	// Logger receives the controller's logs (controller-runtime's included). Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -74,7 +84,9 @@ type Config struct {
 // and rbac/v1 (the client-go scheme, controller-runtime's default, does). Besides the
 // manager's cache of Namespaces it adds a cache that holds only the RoleBindings and
 // ResourceQuotas labelled LabelManagedBy=ManagedByValue, so the controller never caches the
-// cluster's other RoleBindings. Setup errors name the bad Config field.
+// cluster's other RoleBindings. With Config.ProxyRBAC it also registers the proxy RBAC
+// controller, whose ClusterRoles and ClusterRoleBindings that cache holds (those labelled
+// LabelProxyRBAC too). Setup errors name the bad Config field.
 func Setup(mgr manager.Manager, cfg Config) error {
 	if cfg.OwnerClusterRole == "" {
 		cfg.OwnerClusterRole = DefaultOwnerClusterRole
@@ -95,7 +107,8 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		log = slog.Default()
 	}
 
-	owned, err := cache.New(mgr.GetConfig(), cache.Options{
+	cached := []client.Object{&rbacv1.RoleBinding{}, &corev1.ResourceQuota{}, &corev1.LimitRange{}, &networkingv1.NetworkPolicy{}}
+	opts := cache.Options{
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
@@ -103,12 +116,20 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		// Anything else read through this cache is a programming error, not a new informer.
 		ReaderFailOnMissingInformer: true,
-	})
+	}
+	if cfg.ProxyRBAC != nil {
+		cached = append(cached, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{})
+		opts.ByObject = map[client.Object]cache.ByObject{
+			&rbacv1.ClusterRole{}:        {Label: proxyRBACSelector},
+			&rbacv1.ClusterRoleBinding{}: {Label: proxyRBACSelector},
+		}
+	}
+	owned, err := cache.New(mgr.GetConfig(), opts)
 	if err != nil {
 		return fmt.Errorf("ownership: cache of owned objects: %w", err)
 	}
 	// Informers must exist before the cache starts when ReaderFailOnMissingInformer is set.
-	for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &corev1.ResourceQuota{}, &corev1.LimitRange{}, &networkingv1.NetworkPolicy{}} {
+	for _, obj := range cached {
 		if _, err := owned.GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("ownership: informer for %T: %w", obj, err)
 		}
@@ -144,6 +165,11 @@ func Setup(mgr manager.Manager, cfg Config) error {
 		WatchesRawSource(source.Kind(owned, client.Object(&networkingv1.NetworkPolicy{}), toNamespace))
 	if cfg.Templates != nil {
 		b = b.WatchesRawSource(templateSource(cfg.Templates, mgr.GetClient()))
+	}
+	if cfg.ProxyRBAC != nil {
+		if err := setupProxyRBAC(mgr, owned, cfg.ProxyRBAC, log); err != nil {
+			return fmt.Errorf("ownership: proxy RBAC controller: %w", err)
+		}
 	}
 	return b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).

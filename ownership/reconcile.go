@@ -202,15 +202,24 @@ func (r *reconciler) reconcileQuota(ctx context.Context, ns *corev1.Namespace, w
 	return nil
 }
 
-// get reads one of our objects from the cache of labelled objects. With live, a cache miss
-// is asked of the API server, which also has objects of our name without our label and ones
-// created too recently for the cache; those are ours to correct, but not to delete, so
-// Namespaces that need no object (most of them, on every resync) cost no API call.
+// get reads one of our objects from the cache of labelled objects (getObject).
 func (r *reconciler) get(ctx context.Context, namespace, name string, obj client.Object, live bool) (found bool, err error) {
-	key := client.ObjectKey{Namespace: namespace, Name: name}
-	err = r.owned.Get(ctx, key, obj)
+	return getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Namespace: namespace, Name: name}, obj, live)
+}
+
+// delete removes obj if it is still the object that was read (deleteObject).
+func (r *reconciler) delete(ctx context.Context, obj client.Object) error {
+	return deleteObject(ctx, r.client, obj)
+}
+
+// getObject reads one of our objects from owned, the cache of labelled objects. With live, a
+// cache miss is asked of api, the API server, which also has objects of our name without our
+// label and ones created too recently for the cache; those are ours to correct, but not to
+// delete, so objects that need not exist (most of them, on every resync) cost no API call.
+func getObject(ctx context.Context, owned, api client.Reader, key client.ObjectKey, obj client.Object, live bool) (found bool, err error) {
+	err = owned.Get(ctx, key, obj)
 	if live && apierrors.IsNotFound(err) {
-		err = r.apiReader.Get(ctx, key, obj)
+		err = api.Get(ctx, key, obj)
 	}
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -221,10 +230,10 @@ func (r *reconciler) get(ctx context.Context, namespace, name string, obj client
 	return true, nil
 }
 
-// delete removes obj if it is still the object that was read (uid precondition).
-func (r *reconciler) delete(ctx context.Context, obj client.Object) error {
+// deleteObject removes obj if it is still the object that was read (uid precondition).
+func deleteObject(ctx context.Context, c client.Writer, obj client.Object) error {
 	uid := obj.GetUID()
-	err := r.client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete: %w", err)
 	}

@@ -58,6 +58,7 @@ type serveConfig struct {
 	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
 	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"50" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
 	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"100" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
+	ProxyRBAC               bool          `env:"OCTOGATE_PROXY_RBAC" envDefault:"false" help:"keep the ClusterRoles and ClusterRoleBindings that give the proxy's groups (octogate:rule:NAME, octogate:owner) what the policy allows; needs the controller, and escalate and bind on clusterroles"`
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
@@ -339,6 +340,9 @@ func (c serveConfig) warnings() []string {
 	var w []string
 	if c.SessionIssuer != "" && c.SessionKeyFile == "" {
 		w = append(w, "OCTOGATE_SESSION_KEY_FILE is unset: sessions are signed with an in-memory key, one replica only (other replicas and restarts do not know it); set a key file for more")
+	}
+	if c.ProxyRBAC && !c.Controller {
+		w = append(w, "OCTOGATE_PROXY_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller keeps the proxy's RBAC; the proxy's groups get no ClusterRoles")
 	}
 	if c.TokenCacheTTL > maxTokenCacheTTL {
 		w = append(w, fmt.Sprintf("OCTOGATE_TOKEN_CACHE_TTL=%q is above kube-apiserver's default token webhook cache TTL (%v): a revoked token or a user who left the organization keeps access for up to the sum of both; keep it below %v",

@@ -77,3 +77,33 @@ func TestTokenCacheTTLAboveTheAPIServersIsWarnedAbout(t *testing.T) {
 		})
 	}
 }
+
+// OCTOGATE_PROXY_RBAC is off by default and, without the controller that would keep the RBAC,
+// warned about.
+func TestProxyRBAC(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		env      map[string]string
+		want     bool
+		wantWarn bool
+	}{
+		{"off by default", map[string]string{}, false, false},
+		{"on", map[string]string{"OCTOGATE_PROXY_RBAC": "true"}, true, false},
+		{"on without the controller", map[string]string{"OCTOGATE_PROXY_RBAC": "true", "OCTOGATE_CONTROLLER": "false"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.env["OCTOGATE_GITHUB_ORGS"] = "acme"
+			cfg, err := loadServeConfig(lookupFrom(c.env), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ProxyRBAC != c.want {
+				t.Errorf("ProxyRBAC = %v, want %v", cfg.ProxyRBAC, c.want)
+			}
+			w := strings.Join(cfg.warnings(), "\n")
+			if got := strings.Contains(w, "OCTOGATE_PROXY_RBAC=true does nothing with OCTOGATE_CONTROLLER=false"); got != c.wantWarn {
+				t.Errorf("warnings %q, want the proxy RBAC warning: %v", w, c.wantWarn)
+			}
+		})
+	}
+}

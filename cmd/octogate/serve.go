@@ -139,8 +139,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	var mgr manager.Manager
 	var index *ownership.NamespaceIndex
 	var orphaner *ownership.Orphaner
+	// authz is made after the manager (it reads the manager's Namespace index); the proxy RBAC
+	// controller reads its policy only once the manager runs, after authz is set.
+	var authz *subjectaccessreview.Authorizer
 	if cfg.Controller {
-		if mgr, err = newManager(cfg, log, templates); err != nil {
+		if mgr, err = newManager(cfg, log, templates, func() *subjectaccessreview.Policy {
+			if authz == nil {
+				return nil
+			}
+			return authz.Policy()
+		}); err != nil {
 			return err
 		}
 		if index, err = ownership.NewNamespaceIndex(ctx, mgr); err != nil {
@@ -170,7 +178,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		authzCfg.Owners = index
 		admissionCfg.Namespaces = index
 	}
-	authz, err := subjectaccessreview.New(authzCfg)
+	authz, err = subjectaccessreview.New(authzCfg)
 	if err != nil {
 		return namedError(err)
 	}
@@ -266,9 +274,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	return err
 }
 
-// newManager builds the controller-runtime manager of the ownership controller. It serves no
-// HTTP of its own: its metrics land in the shared registry that /metrics serves.
-func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.Store) (manager.Manager, error) {
+// newManager builds the controller-runtime manager of the ownership controller (and, with
+// OCTOGATE_PROXY_RBAC, of the proxy RBAC controller, which keeps the RBAC of policy()). It
+// serves no HTTP of its own: its metrics land in the shared registry that /metrics serves.
+func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.Store, policy func() *subjectaccessreview.Policy) (manager.Manager, error) {
 	if cfg.LeaderElect && cfg.LeaderElectionNamespace == "" && !inCluster() {
 		return nil, fmt.Errorf("OCTOGATE_LEADER_ELECTION_NAMESPACE is required with OCTOGATE_LEADER_ELECT=true outside a cluster: expected the namespace of the leader-election Lease")
 	}
@@ -299,14 +308,18 @@ func newManager(cfg serveConfig, log *slog.Logger, templates *namespacetemplate.
 	if err != nil {
 		return nil, fmt.Errorf("ownership controller: %w", err)
 	}
-	err = ownership.Setup(mgr, ownership.Config{
+	ownershipCfg := ownership.Config{
 		OwnerClusterRole: cfg.OwnerClusterRole,
 		OrphanOwnerGroup: cfg.OrphanOwnerGroup,
 		DefaultQuota:     quota,
 		Templates:        templateSource(templates),
 		UsernamePrefix:   cfg.UsernamePrefix,
 		Logger:           log,
-	})
+	}
+	if cfg.ProxyRBAC {
+		ownershipCfg.ProxyRBAC = policy
+	}
+	err = ownership.Setup(mgr, ownershipCfg)
 	if err != nil {
 		return nil, fmt.Errorf("ownership controller: %w", err)
 	}

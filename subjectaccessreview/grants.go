@@ -1,0 +1,162 @@
+package subjectaccessreview
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// Groups that only octogate's impersonating proxy asserts: it adds RuleGroup(R) to a request
+// the Allow rule R decided, and OwnerGroup to one the owner rules (own-namespaces) allowed,
+// so that kube-apiserver's RBAC, through the ClusterRoles of Grants, allows what the policy
+// did. /authenticate and the token exchange never mint names starting with "octogate:".
+const (
+	OwnerGroup      = "octogate:owner"
+	RuleGroupPrefix = "octogate:rule:"
+)
+
+// RuleGroup is the group the proxy adds to a request the policy rule named rule allowed,
+// RuleGroupPrefix + rule ("octogate:rule:platform-admins-everything").
+func RuleGroup(rule string) string { return RuleGroupPrefix + rule }
+
+// Grant is the RBAC that gives one of the proxy's groups the effect of the policy: a
+// ClusterRole with Rules and a ClusterRoleBinding of that ClusterRole to the Group Name, both
+// named Name.
+type Grant struct {
+	// Name names the ClusterRole, the ClusterRoleBinding and the bound Group: RuleGroup(Rule),
+	// or OwnerGroup.
+	Name string
+	// Rule is the policy rule's name; "" for the owner grant.
+	Rule string
+	// Rules are the ClusterRole's rules.
+	Rules []rbacv1.PolicyRule
+}
+
+// subresources are the subresources of the built-in APIs (and the status and scale of custom
+// resources) that "resource/*" stands for in RBAC, which has no "any subresource" pattern
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources).
+var subresources = []string{
+	"status", "scale", "log", "exec", "attach", "portforward", "proxy", "binding", "eviction",
+	"ephemeralcontainers", "resize", "approval", "finalize", "token",
+}
+
+// Grants returns one Grant per Allow rule of the policy, in policy order, and the owner grant
+// (OwnerGroup: get, list, watch, update, patch and delete of namespaces, what the owner rules
+// can allow) last. Deny rules give none: the proxy refuses what they deny itself. A nil
+// Policy gives the owner grant only.
+//
+// A rule's resourceRules become PolicyRules with the same verbs, apiGroups, resources and
+// resourceNames; its nonResourceRules PolicyRules with verbs and nonResourceURLs. RBAC lacks
+// octogate's "resource/*" (any subresource of a resource), so it becomes "resource/S" for
+// each subresource S of status, scale, log, exec, attach, portforward, proxy, binding,
+// eviction, ephemeralcontainers, resize, approval, finalize and token ("*/*": "*/S"); a
+// subresource outside that list (one of an aggregated API) is not granted through the proxy.
+// A rule's namespaces are not in the ClusterRole: the proxy adds the group only to requests
+// the rule allowed (namespace included), each of which the ClusterRole then allows.
+//
+// An Allow rule whose name cannot name a ClusterRole (RBAC object names are path segments,
+// without "/" or "%",
+// https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#path-segment-names)
+// gives no Grant; SkippedGrants lists it.
+func (p *Policy) Grants() []Grant {
+	var out []Grant
+	if p != nil {
+		for i := range p.doc.Rules {
+			r := &p.doc.Rules[i]
+			if r.Effect != EffectAllow || grantNameProblem(RuleGroup(r.Name)) != "" {
+				continue
+			}
+			out = append(out, Grant{Name: RuleGroup(r.Name), Rule: r.Name, Rules: policyRules(r)})
+		}
+	}
+	return append(out, Grant{Name: OwnerGroup, Rules: []rbacv1.PolicyRule{{
+		Verbs:     []string{"get", "list", "watch", "update", "patch", "delete"},
+		APIGroups: []string{corev1.GroupName},
+		Resources: []string{"namespaces"},
+	}}})
+}
+
+// SkippedGrants lists the Allow rules Grants gives no Grant, each at the field path of its
+// name ("rules[3].name") with the reason. Validation accepts these names: the webhook needs
+// no RBAC, and a policy valid before the proxy existed stays valid; whoever keeps the RBAC
+// reports them. Requests such a rule allows through the proxy carry a group no ClusterRole
+// binds, so RBAC alone decides them.
+func (p *Policy) SkippedGrants() []FieldError {
+	if p == nil {
+		return nil
+	}
+	var out []FieldError
+	for i := range p.doc.Rules {
+		r := &p.doc.Rules[i]
+		if r.Effect != EffectAllow {
+			continue
+		}
+		if problem := grantNameProblem(RuleGroup(r.Name)); problem != "" {
+			out = append(out, FieldError{
+				Field:  fmt.Sprintf("rules[%d].name", i),
+				Detail: fmt.Sprintf("%q gives the proxy no ClusterRole %s: %s; rename the rule to grant what it allows through the proxy", r.Name, RuleGroup(r.Name), problem),
+			})
+		}
+	}
+	return out
+}
+
+// grantNameProblem is why name cannot name a ClusterRole or ClusterRoleBinding (kube-apiserver
+// validates RBAC names as path segment names), or "".
+func grantNameProblem(name string) string {
+	return strings.Join(content.IsPathSegmentName(name), "; ")
+}
+
+// policyRules translates a rule's request rules to rbac/v1 PolicyRules, one each, in order.
+func policyRules(r *Rule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, 0, len(r.ResourceRules)+len(r.NonResourceRules))
+	for _, rr := range r.ResourceRules {
+		out = append(out, rbacv1.PolicyRule{
+			Verbs:         clone(rr.Verbs),
+			APIGroups:     clone(rr.APIGroups),
+			Resources:     rbacResources(rr.Resources),
+			ResourceNames: clone(rr.ResourceNames),
+		})
+	}
+	for _, nr := range r.NonResourceRules {
+		out = append(out, rbacv1.PolicyRule{
+			Verbs:           clone(nr.Verbs),
+			NonResourceURLs: clone(nr.NonResourceURLs),
+		})
+	}
+	return out
+}
+
+// rbacResources spells resources in RBAC: "resource/*" becomes one "resource/S" per known
+// subresource S; duplicates are dropped, the first place of each kept.
+func rbacResources(resources []string) []string {
+	out := make([]string, 0, len(resources))
+	seen := make(map[string]bool, len(resources))
+	add := func(res string) {
+		if !seen[res] {
+			seen[res] = true
+			out = append(out, res)
+		}
+	}
+	for _, res := range resources {
+		if name, ok := strings.CutSuffix(res, "/*"); ok {
+			for _, sub := range subresources {
+				add(name + "/" + sub)
+			}
+			continue
+		}
+		add(res)
+	}
+	return out
+}
+
+// clone copies s; nil and empty stay nil, as kube-apiserver returns omitted lists.
+func clone(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]string(nil), s...)
+}
