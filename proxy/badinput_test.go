@@ -40,7 +40,7 @@ func TestA100MBBodyIsStreamedNotBuffered(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusCreated || !strings.Contains(string(b), `"received":104857600`) {
 			t.Errorf("got %d %s", resp.StatusCode, b)
@@ -95,11 +95,11 @@ func TestAnUpgradeHalfClosedByTheClientEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.WriteString(conn, "POST /api/v1/namespaces/team-a/pods/web/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
 	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101's body is the connection, closed by defer
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
@@ -127,7 +127,7 @@ func TestAWatchEndsWhenKubeAPIServerGoesAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	br := bufio.NewReader(resp.Body)
 	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "ADDED") {
 		t.Fatalf("first event: %q %v", line, err)

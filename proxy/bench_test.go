@@ -22,7 +22,7 @@ func getThrough(b testing.TB, client *http.Client, url, token string) int64 {
 		b.Fatal(err)
 	}
 	n, _ := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b.Fatalf("status %d", resp.StatusCode)
 	}
@@ -88,7 +88,7 @@ func TestHundredWatchesHoldBoundedMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.Contains(line, "ADDED") {
 			t.Fatalf("watch: %q %v", line, err)
 		}

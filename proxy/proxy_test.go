@@ -107,7 +107,7 @@ func newUpstream(t testing.TB) *upstream {
 			if err != nil {
 				return
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+r.Header.Get("Upgrade")+"\r\n\r\n")
 			line, _ := brw.ReadString('\n')
 			_, _ = io.WriteString(conn, "echo: "+line)
@@ -145,7 +145,13 @@ func newTestProxy(t testing.TB, up *upstream, limits Limits) *httptest.Server {
 	return srv
 }
 
-func do(t *testing.T, srv *httptest.Server, method, path, token string, header http.Header, body string) (*http.Response, string) {
+// reply is what do read of an answer: its status code, header and body (closed).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path, token string, header http.Header, body string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -161,9 +167,9 @@ func do(t *testing.T, srv *httptest.Server, method, path, token string, header h
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return reply{resp.StatusCode, resp.Header}, string(b)
 }
 
 func status(t *testing.T, body string) metav1.Status {
@@ -299,7 +305,7 @@ func TestWatchEventsArriveAsTheyHappen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || !strings.Contains(line, "ADDED") {
 		t.Fatalf("first event: %q %v (the upstream keeps the watch open: the event must be flushed)", line, err)
@@ -313,11 +319,11 @@ func TestUpgradesCarryTheImpersonation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.WriteString(conn, "POST /api/v1/namespaces/team-a/pods/web/exec?command=echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
 	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101's body is the connection, closed by defer
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
@@ -344,20 +350,20 @@ func TestOneUsersWatchesDoNotStarveAnother(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { resp.Body.Close() })
+		t.Cleanup(func() { _ = resp.Body.Close() })
 		return resp
 	}
 	for range 2 {
-		if r := open("alice-token"); r.StatusCode != http.StatusOK {
+		if r := open("alice-token"); r.StatusCode != http.StatusOK { //nolint:bodyclose // open closes it at cleanup
 			t.Fatalf("alice's watch: %d", r.StatusCode)
 		}
 	}
-	r := open("alice-token")
+	r := open("alice-token") //nolint:bodyclose // open closes it at cleanup
 	b, _ := io.ReadAll(r.Body)
 	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || status(t, string(b)).Reason != metav1.StatusReasonTooManyRequests {
 		t.Errorf("alice's third watch: %d %s", r.StatusCode, b)
 	}
-	if r := open("bob-token"); r.StatusCode != http.StatusOK {
+	if r := open("bob-token"); r.StatusCode != http.StatusOK { //nolint:bodyclose // open closes it at cleanup
 		t.Errorf("bob's watch while alice is at her limit: %d", r.StatusCode)
 	}
 	if resp, _ := do(t, srv, http.MethodGet, "/api/v1/namespaces/team-a/pods", "alice-token", nil, ""); resp.StatusCode != http.StatusOK {

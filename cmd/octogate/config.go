@@ -344,6 +344,9 @@ func (c serveConfig) warnings() []string {
 	if c.ProxyRBAC && !c.Controller {
 		w = append(w, "OCTOGATE_PROXY_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller keeps the proxy's RBAC; the proxy's groups get no ClusterRoles")
 	}
+	if c.ProxyListen != "" && !c.ProxyRBAC {
+		w = append(w, "OCTOGATE_PROXY_LISTEN is set without OCTOGATE_PROXY_RBAC=true: the policy's Allow rules and the owner rules take no effect through the proxy (kube-apiserver's RBAC alone allows); Deny rules still do")
+	}
 	if c.TokenCacheTTL > maxTokenCacheTTL {
 		w = append(w, fmt.Sprintf("OCTOGATE_TOKEN_CACHE_TTL=%q is above kube-apiserver's default token webhook cache TTL (%v): a revoked token or a user who left the organization keeps access for up to the sum of both; keep it below %v",
 			c.TokenCacheTTL.String(), maxTokenCacheTTL, maxTokenCacheTTL))

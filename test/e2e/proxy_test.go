@@ -210,7 +210,7 @@ func TestProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var st metav1.Status
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusUnauthorized || st.Reason != metav1.StatusReasonUnauthorized {
 			t.Errorf("got %d %+v %v", resp.StatusCode, st, err)
@@ -343,7 +343,7 @@ func TestProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		for _, want := range []string{`octogate_proxy_requests_total{outcome="forwarded"}`, `octogate_proxy_requests_total{outcome="denied"}`, `octogate_proxy_refused_total{reason="impersonation",result="impersonation"}`} {
 			if !strings.Contains(string(b), want) {
