@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,9 +25,11 @@ const DefaultCommand = "octogate"
 
 // UserKubeconfig describes a kubeconfig for a person who logs in with GitHub.
 type UserKubeconfig struct {
-	// Server is the kube-apiserver URL (https://host:port). Required.
+	// Server is the kube-apiserver URL (https://host:port), or octogate's impersonating proxy's
+	// (ParseProxyURL). Required.
 	Server string
-	// CAData is the PEM CA bundle that signs the kube-apiserver's serving certificate. Required.
+	// CAData is the PEM CA bundle that signs Server's serving certificate (kube-apiserver's, or
+	// the proxy's). Required.
 	CAData []byte
 	// Cluster, User and Context name the kubeconfig entries; default "octogate", "github",
 	// and Cluster's value.
@@ -154,6 +157,40 @@ func (k UserKubeconfig) validate() error {
 	}
 	return nil
 }
+
+// ParseProxyURL checks the URL of octogate's impersonating proxy (OCTOGATE_PROXY_LISTEN behind
+// its Service, docs/managed-clusters.md) as a user kubeconfig's cluster server: https, a host,
+// an optional port, and nothing else (no user info, path, query or fragment; a trailing "/" is
+// dropped), since the proxy serves the Kubernetes API at its root. It returns the URL as
+// https://host[:port].
+func ParseProxyURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", s, err)
+	}
+	if u.Scheme != "https" || u.Host == "" || u.Hostname() == "" {
+		return "", fmt.Errorf("%q: want the proxy's https URL, such as https://kube.example.com (the proxy speaks TLS only)", s)
+	}
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("%q: want https://host[:port] alone, without user, path, query or fragment (the proxy serves the Kubernetes API at its root)", s)
+	}
+	for _, r := range u.Host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-:[]", r)) {
+			return "", fmt.Errorf("%q: host %q: want a DNS name or an IP address", s, u.Hostname())
+		}
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%q: port %q: want 1 to 65535", s, p)
+		}
+	}
+	return "https://" + u.Host, nil
+}
+
+// CheckCABundle accepts a PEM bundle of one or more CERTIFICATE blocks that parse as X.509 and
+// nothing else, as a kubeconfig's certificate-authority-data must be; the error says which
+// block is wrong.
+func CheckCABundle(b []byte) error { return checkPEMCerts(b) }
 
 // checkPEMCerts accepts one or more PEM CERTIFICATE blocks that parse as X.509 and nothing else.
 func checkPEMCerts(b []byte) error {

@@ -135,20 +135,40 @@ GitHub Actions OIDC token is exchanged instead (cached per job).`,
 // kubectl logs in through `octogate credential`.
 func newKubeconfigUserCmd() *cobra.Command {
 	var k credential.UserKubeconfig
-	var caFile, orgs, tokenTypes string
+	var caFile, proxy, orgs, tokenTypes string
 	cmd := &cobra.Command{
-		Use:   "user --server URL --ca FILE",
+		Use:   "user (--server URL | --proxy URL) --ca FILE",
 		Short: "print a kubeconfig whose user logs in with GitHub through \"octogate credential\"",
 		Long: `user prints a kubeconfig a team can share: the CA is embedded, the exec plugin runs
 "octogate credential" with octogate found on PATH (--command pins an absolute path instead),
 and no other local path is written (--github-ca-file, when given, is the one exception).
 Install octogate with "go install github.com/octogate/octogate/cmd/octogate@latest" or a
-release binary; see docs/install.md.`,
+release binary; see docs/install.md.
+
+The cluster server is kube-apiserver (--server, with the cluster's CA as --ca) or, on a
+managed cluster (EKS, GKE, AKS), octogate's impersonating proxy (--proxy https://HOST[:PORT],
+with the proxy's serving CA as --ca: ca.crt of Secret <release>-proxy-tls; see
+docs/managed-clusters.md). Everything else is the same either way.`,
+		Example: `  octogate kubeconfig user --server https://kube.example.com:6443 --ca /etc/kubernetes/pki/ca.crt --client-id Iv1.0123456789abcdef
+  octogate kubeconfig user --proxy https://kube.example.com --ca proxy-ca.crt --client-id Iv1.0123456789abcdef`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if proxy != "" {
+				u, err := credential.ParseProxyURL(proxy)
+				if err != nil {
+					return fmt.Errorf("--proxy %w", err)
+				}
+				k.Server = u
+			}
 			ca, err := os.ReadFile(caFile)
 			if err != nil {
 				return fmt.Errorf("--ca: %w", err)
+			}
+			if err := credential.CheckCABundle(ca); err != nil {
+				if proxy != "" {
+					return fmt.Errorf("--ca %s: %w: want the proxy's serving CA as PEM (ca.crt of Secret <release>-proxy-tls; docs/managed-clusters.md)", caFile, err)
+				}
+				return fmt.Errorf("--ca %s: %w: want the PEM CA of kube-apiserver's serving certificate", caFile, err)
 			}
 			k.CAData = ca
 			if cmd.Flags().Changed(flagGitHubActions) {
@@ -186,8 +206,9 @@ release binary; see docs/install.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&k.Server, "server", "", "kube-apiserver URL, https://host:port (required)")
-	f.StringVar(&caFile, "ca", "", "PEM file with the CA of the kube-apiserver's serving certificate (required)")
+	f.StringVar(&k.Server, "server", "", "kube-apiserver URL, https://host:port (this or --proxy)")
+	f.StringVar(&proxy, "proxy", "", "octogate's impersonating proxy URL, https://host[:port], as the cluster server instead of kube-apiserver (docs/managed-clusters.md)")
+	f.StringVar(&caFile, "ca", "", "PEM file with the CA of the server's certificate: kube-apiserver's, or with --proxy the proxy's (required)")
 	f.StringVar(&k.Cluster, "cluster", "octogate", "cluster entry name")
 	f.StringVar(&k.User, "user", "github", "user entry name")
 	f.StringVar(&k.Context, "context", "", "context name, set as current (default the cluster name)")
@@ -203,7 +224,8 @@ release binary; see docs/install.md.`,
 	f.StringVar(&k.SessionIssuer, "session-issuer", "", "the plugin exchanges the GitHub token at this octogate session issuer for a session (docs/sessions.md)")
 	f.StringVar(&k.Audience, "audience", "", "the cluster's audience for --session-issuer")
 	f.StringVar(&k.SessionCAFile, "session-ca-file", "", "absolute path of a PEM CA bundle for the session issuer, passed to the plugin")
-	_ = cmd.MarkFlagRequired("server")
+	cmd.MarkFlagsOneRequired("server", "proxy")
+	cmd.MarkFlagsMutuallyExclusive("server", "proxy")
 	_ = cmd.MarkFlagRequired("ca")
 	return cmd
 }

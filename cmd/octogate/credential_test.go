@@ -272,6 +272,55 @@ func TestKubeconfigUserCommand(t *testing.T) {
 	})
 }
 
+func TestKubeconfigUserProxy(t *testing.T) {
+	ca := filepath.Join("..", "..", "credential", "testdata", "ca.crt")
+	t.Run("--proxy is the cluster server, with the proxy's CA, and the plugin as with --server", func(t *testing.T) {
+		stderr := &syncBuffer{}
+		out, code := runOctogate(t, stderr, "kubeconfig", "user", "--proxy", "https://kube.example.com/", "--ca", ca,
+			"--client-id", "Iv1.abc", "--session-issuer", "https://octogate.example.com", "--audience", "prod")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		cfg, err := clientcmd.Load([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+		if cl == nil || cl.Server != "https://kube.example.com" || string(cl.CertificateAuthorityData) != string(want) {
+			t.Errorf("cluster = %+v, want server https://kube.example.com with the CA embedded", cl)
+		}
+		u := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+		if u == nil || u.Exec == nil || u.Exec.Command != "octogate" ||
+			strings.Join(u.Exec.Args, " ") != "credential --client-id Iv1.abc --session-issuer https://octogate.example.com --audience prod" {
+			t.Errorf("kubeconfig:\n%s", out)
+		}
+	})
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "an http proxy URL is refused", args: []string{"--proxy", "http://kube.example.com", "--ca", ca}, wantErr: `--proxy "http://kube.example.com": want the proxy's https URL`},
+		{name: "a proxy URL with a path is refused", args: []string{"--proxy", "https://kube.example.com/api", "--ca", ca}, wantErr: "without user, path, query or fragment"},
+		{name: "an unreadable CA file is named", args: []string{"--proxy", "https://kube.example.com", "--ca", "/nonexistent/proxy-ca.crt"}, wantErr: "--ca: open /nonexistent/proxy-ca.crt"},
+		{name: "a CA file that is not PEM says which CA is wanted", args: []string{"--proxy", "https://kube.example.com", "--ca", "kubeconfig.go"}, wantErr: "--ca kubeconfig.go: no PEM CERTIFICATE block: want the proxy's serving CA as PEM (ca.crt of Secret <release>-proxy-tls"},
+		{name: "--server and --proxy together are refused", args: []string{"--server", "https://10.0.0.1:6443", "--proxy", "https://kube.example.com", "--ca", ca}, wantErr: "[proxy server] were all set"},
+		{name: "neither --server nor --proxy is refused", args: []string{"--ca", ca}, wantErr: "[server proxy]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stderr := &syncBuffer{}
+			out, code := runOctogate(t, stderr, append([]string{"kubeconfig", "user"}, tt.args...)...)
+			if code == 0 || out != "" || !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want a failure saying %q", code, out, stderr, tt.wantErr)
+			}
+		})
+	}
+}
+
 // The corrupt-cache error names a command; run as printed, from a shell without the plugin's
 // environment, it must delete that very file, and a second run must say there is nothing left.
 func TestForgetRemovesTheFileTheCorruptCacheErrorNames(t *testing.T) {

@@ -128,6 +128,8 @@ func TestLint(t *testing.T) {
 		{name: "custom values", args: []string{"-f", "testdata/custom-values.yaml"}},
 		{name: "cert-manager, ServiceMonitor and NetworkPolicy", args: []string{"--set", orgs, "--set", "certManager.enabled=true",
 			"--set", "serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=true"}},
+		{name: "the impersonating proxy, with cert-manager", args: append(slices.Clone(proxyArgs), "--set", "certManager.enabled=true")},
+		{name: "the impersonating proxy", args: proxyArgs},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"lint", "--strict", "--kube-version", KubeVersion, e.chart}, tt.args...)

@@ -47,6 +47,11 @@ func TestChartServerDryRun(t *testing.T) {
 			"--set-string", "ownership.defaultQuota.hard.pods=20",
 		}},
 		{"the policy of DESIGN.md", []string{"--set", "github.orgs={acme}", "-f", policyValues}},
+		{"the impersonating proxy, its RBAC and a network policy", []string{
+			"--set", "github.orgs={acme}", "-f", policyValues,
+			"--set", "proxy.enabled=true", "--set", "proxy.hosts={kube.example.com,203.0.113.7}",
+			"--set", "clientAuth.enabled=false", "--set", "networkPolicy.enabled=true",
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rendered := helmTemplate(t, e, chart, c.args)

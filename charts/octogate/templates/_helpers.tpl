@@ -397,3 +397,65 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/component: session-keys-rotate
 {{- end }}
+
+{{/* Name of the proxy's Service and ServiceAccount. */}}
+{{- define "octogate.proxyName" -}}
+{{- printf "%s-proxy" (include "octogate.fullname" .) }}
+{{- end }}
+
+{{/* The Secret holding the proxy's serving certificate (tls.crt, tls.key). */}}
+{{- define "octogate.proxyTLSSecret" -}}
+{{- default (printf "%s-proxy-tls" (include "octogate.fullname" .)) .Values.proxy.tls.existingSecret }}
+{{- end }}
+
+{{/* Does the chart issue the proxy's serving certificate (proxy on, no existingSecret)? */}}
+{{- define "octogate.proxyIssuesCert" -}}
+{{- if and .Values.proxy.enabled (not .Values.proxy.tls.existingSecret) }}true{{ end }}
+{{- end }}
+
+{{/* The proxy serving certificate's names as {"cn": ..., "dns": [...], "ips": [...]} in JSON:
+proxy.hosts (the first is the CN), then the proxy Service's in-cluster names. */}}
+{{- define "octogate.proxySans" -}}
+{{- include "octogate.proxyCheck" . }}
+{{- $name := include "octogate.proxyName" . }}
+{{- $ns := .Release.Namespace }}
+{{- $dns := list }}
+{{- $ips := list }}
+{{- range .Values.proxy.hosts }}
+{{- if regexMatch "^[0-9.]+$|:" . }}
+{{- $ips = append $ips . }}
+{{- else }}
+{{- $dns = append $dns . }}
+{{- end }}
+{{- end }}
+{{- $dns = concat $dns (list (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.%s" $name $ns .Values.clusterDomain)) | uniq }}
+{{- dict "cn" (first .Values.proxy.hosts) "dns" $dns "ips" ($ips | uniq) | toJson }}
+{{- end }}
+
+{{/* The proxy's https URL as users reach it: the first of proxy.hosts and proxy.service.port
+(left out when 443). */}}
+{{- define "octogate.proxyURL" -}}
+{{- $host := first .Values.proxy.hosts | default "PROXY-HOST" }}
+{{- if contains ":" $host }}{{ $host = printf "[%s]" $host }}{{ end }}
+{{- if eq (int .Values.proxy.service.port) 443 }}
+{{- printf "https://%s" $host }}
+{{- else }}
+{{- printf "https://%s:%d" $host (int .Values.proxy.service.port) }}
+{{- end }}
+{{- end }}
+
+{{/* Values the proxy cannot run without; rendered by the Deployment so that a bad combination
+stops the install with a message naming the values. */}}
+{{- define "octogate.proxyCheck" -}}
+{{- if .Values.proxy.enabled }}
+{{- if and (not .Values.proxy.hosts) (not .Values.proxy.tls.existingSecret) }}
+{{- fail "proxy.hosts is required with proxy.enabled: the names (or IPs) kubectl reaches the proxy at, e.g. --set 'proxy.hosts={kube.example.com}'; point that name at the load balancer's address after the install (or set proxy.tls.existingSecret)" }}
+{{- end }}
+{{- if .Values.clientAuth.enabled }}
+{{- fail "proxy.enabled needs clientAuth.enabled=false: a managed kube-apiserver cannot present a client certificate to the admission webhooks (no --admission-control-config-file), so they would be refused" }}
+{{- end }}
+{{- if and .Values.proxy.rbac (not .Values.ownership.enabled) }}
+{{- fail "proxy.rbac needs ownership.enabled: the controller keeps the proxy's ClusterRoles and ClusterRoleBindings; set proxy.rbac=false and create them yourself, or turn ownership.enabled on" }}
+{{- end }}
+{{- end }}
+{{- end }}
