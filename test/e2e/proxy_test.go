@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +67,8 @@ func startProxyEnv(t *testing.T, e *testEnv) *proxyEnv {
 			"OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret,
 			"OCTOGATE_NAMESPACE=default",
 			"OCTOGATE_PROXY_RBAC=true",
+			// Small enough that the fairness test's flood meets it.
+			"OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER=8",
 		},
 	})
 	if err != nil {
@@ -335,6 +338,55 @@ func TestProxy(t *testing.T) {
 				t.Fatalf("bob's kubectl still works through the proxy 2s after the delivery:\n%s", res)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("one user's flood does not starve another", func(t *testing.T) {
+		// alice floods the proxy with 16 concurrent loops for a bounded time; bob's kubectl
+		// goes on meanwhile. alice's requests beyond her 8 in flight get 429 at once.
+		fctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		base := time.Now()
+		p.as(t, "bob", "auth", "can-i", "create", "namespaces")
+		alone := time.Since(base)
+		for range 16 {
+			wg.Go(func() {
+				for fctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(fctx, http.MethodGet, p.m.ProxyURL+"/api/v1/namespaces/default/configmaps", nil)
+					req.Header.Set("Authorization", "Bearer "+cluster.AliceToken)
+					resp, err := p.client.Do(req)
+					if err != nil {
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					mu.Lock()
+					codes[resp.StatusCode]++
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(time.Second) // the flood is on
+		var slowest time.Duration
+		for range 5 {
+			start := time.Now()
+			if res := p.as(t, "bob", "auth", "can-i", "create", "namespaces"); verdict(res) != "yes" {
+				t.Errorf("bob during alice's flood:\n%s", res)
+			}
+			slowest = max(slowest, time.Since(start))
+		}
+		cancel()
+		wg.Wait()
+		t.Logf("MEASURED: alice's flood: %v (status: count); bob's slowest kubectl run meanwhile: %s (alone: %s; client, proxy and kube-apiserver share the machine's cores)",
+			codes, slowest.Round(time.Millisecond), alone.Round(time.Millisecond))
+		if codes[http.StatusTooManyRequests] == 0 {
+			t.Errorf("alice's flood never met her in-flight limit: %v", codes)
+		}
+		if slowest > 3*time.Second {
+			t.Errorf("bob's kubectl took %s during alice's flood", slowest)
 		}
 	})
 
