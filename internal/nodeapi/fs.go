@@ -38,11 +38,12 @@ type memFS struct {
 	mu      sync.Mutex
 	entries map[string]*entry
 	size    int
+	limit   int // MaxFSBytes but in tests
 	now     func() time.Time
 }
 
 func newMemFS(now func() time.Time) *memFS {
-	m := &memFS{entries: map[string]*entry{}, now: now}
+	m := &memFS{entries: map[string]*entry{}, limit: MaxFSBytes, now: now}
 	m.entries["/"] = &entry{mode: fs.ModeDir | 0o755, modTime: now()}
 	return m
 }
@@ -123,7 +124,7 @@ func (m *memFS) put(p string, e *entry) error {
 	if exists {
 		grow -= len(old.data)
 	}
-	if m.size+grow > MaxFSBytes {
+	if m.size+grow > m.limit {
 		return errNoSpace
 	}
 	m.size += grow
@@ -253,11 +254,14 @@ func (m *memFS) extractTar(r io.Reader, dir string, touch bool, warn io.Writer) 
 		case tar.TypeDir:
 			err = m.put(target, &entry{mode: fs.ModeDir | perm, modTime: modTime})
 		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives still use TypeRegA
-			data, rerr := io.ReadAll(io.LimitReader(tr, MaxFSBytes+1))
+			if hdr.Size > int64(m.limit) {
+				return fmt.Errorf("%s: Cannot write: %w", hdr.Name, errNoSpace)
+			}
+			data, rerr := io.ReadAll(io.LimitReader(tr, int64(m.limit)+1))
 			if rerr != nil {
 				return fmt.Errorf("%s: %w", hdr.Name, rerr)
 			}
-			if len(data) > MaxFSBytes {
+			if len(data) > m.limit {
 				return fmt.Errorf("%s: Cannot write: %w", hdr.Name, errNoSpace)
 			}
 			err = m.put(target, &entry{mode: perm, data: data, modTime: modTime})
