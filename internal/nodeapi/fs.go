@@ -17,11 +17,12 @@ import (
 // fails as a full disk does (ENOSPC).
 const MaxFSBytes = 64 << 20
 
+// The strerror(3) words coreutils and GNU tar print, capitalized as they are.
 var (
-	errNotExist = errors.New("No such file or directory")
-	errNotDir   = errors.New("Not a directory")
-	errIsDir    = errors.New("Is a directory")
-	errNoSpace  = errors.New("No space left on device")
+	errNotExist = errors.New("No such file or directory") //nolint:staticcheck // strerror(ENOENT)
+	errNotDir   = errors.New("Not a directory")           //nolint:staticcheck // strerror(ENOTDIR)
+	errIsDir    = errors.New("Is a directory")            //nolint:staticcheck // strerror(EISDIR)
+	errNoSpace  = errors.New("No space left on device")   //nolint:staticcheck // strerror(ENOSPC)
 )
 
 // entry is one file, directory or symbolic link.

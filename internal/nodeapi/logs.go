@@ -74,7 +74,7 @@ func (c *container) logs(ctx context.Context, opts api.ContainerLogOpts, interva
 	for _, l := range selectLines(c.startupLines(), opts, now()) {
 		buf.Write(l.format(opts.Timestamps))
 	}
-	var r io.ReadCloser = io.NopCloser(&buf)
+	r := io.NopCloser(&buf)
 	if opts.Follow {
 		pr, pw := io.Pipe()
 		go func() {

@@ -563,7 +563,8 @@ func TestCloseEndsRunningStreams(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("exec ended with the node: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("exec still running 10s after Close")
 	}
