@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,6 +41,11 @@ type APIServerConfig struct {
 	// AdmissionKubeconfig is the kubeconfig of the WebhookAdmissionConfiguration that makes
 	// kube-apiserver present its client certificate to admission webhooks; empty = none.
 	AdmissionKubeconfig string
+	// AuthorizationModes is --authorization-mode, e.g. {"Node", "RBAC"} for a cluster like a
+	// managed one (EKS, GKE, AKS: no authorization webhook of ours); empty = envtest's default,
+	// RBAC alone. It cannot be combined with AuthzKubeconfig, which needs
+	// --authorization-config.
+	AuthorizationModes []string
 }
 
 // APIServer is a running etcd + kube-apiserver pair.
@@ -66,6 +72,9 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 	}
 	if cfg.UnauthorizedTTL == 0 {
 		cfg.UnauthorizedTTL = time.Second
+	}
+	if len(cfg.AuthorizationModes) > 0 && cfg.AuthzKubeconfig != "" {
+		return nil, errors.New("cluster: APIServerConfig.AuthorizationModes and AuthzKubeconfig cannot both be set (kube-apiserver refuses --authorization-mode with --authorization-config)")
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, err
@@ -104,6 +113,9 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 	}
 	if cfg.AuthenticationConfig != "" {
 		args.Set("authentication-config", mustAbs(cfg.AuthenticationConfig))
+	}
+	if len(cfg.AuthorizationModes) > 0 {
+		args.Set("authorization-mode", strings.Join(cfg.AuthorizationModes, ","))
 	}
 	if cfg.AuthzKubeconfig != "" {
 		path := filepath.Join(cfg.WorkDir, "authorization-config.yaml")

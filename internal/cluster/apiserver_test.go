@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,3 +75,10 @@ func TestStartAPIServerAcceptsTheWebhookWiring(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestAuthorizationModesAndWebhookAreExclusive(t *testing.T) {
+	_, err := StartAPIServer(APIServerConfig{BinDir: t.TempDir(), WorkDir: t.TempDir(), AuthorizationModes: []string{"Node", "RBAC"}, AuthzKubeconfig: "authz.kubeconfig"})
+	if err == nil || !strings.Contains(err.Error(), "AuthorizationModes and AuthzKubeconfig") {
+		t.Errorf("err = %v, want one naming both fields", err)
+	}
+}

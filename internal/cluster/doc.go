@@ -9,6 +9,9 @@
 // admissionregistration.k8s.io/v1 webhook configurations. The end-to-end tests (test/e2e) and
 // the demo (cmd/octogate-demo) both start their clusters with it.
 //
+// There are no kubelets: StartNode registers a stand-in node (internal/nodeapi) whose pods,
+// made with RunPod, answer kubectl exec, attach, logs, port-forward and cp.
+//
 // Binaries come from bin/k8s (tools/build.sh); see DESIGN.md "Real kube-apiserver in tests"
 // for the kube-apiserver 1.37 behaviour the wiring relies on.
 package cluster

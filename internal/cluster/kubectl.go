@@ -22,6 +22,8 @@ type Kubectl struct {
 	Home string
 	// Timeout bounds each run (default 30 s); kubectl's own --request-timeout is set to it too.
 	Timeout time.Duration
+	// Env is added to kubectl's environment, e.g. KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false.
+	Env []string
 }
 
 // Result is what one kubectl run printed and how it exited.
@@ -49,7 +51,7 @@ func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) (Result,
 	full := append([]string{"--kubeconfig=" + k.Kubeconfig, "--request-timeout=" + timeout.String()}, args...)
 	cmd := exec.CommandContext(ctx, k.Path, full...)
 	cmd.WaitDelay = 2 * time.Second
-	cmd.Env = kubectlEnv(k.Home)
+	cmd.Env = append(kubectlEnv(k.Home), k.Env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -68,6 +70,16 @@ func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) (Result,
 		return res, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
 	return res, nil
+}
+
+// Command returns kubectl with args, the kubeconfig, HOME and Env of k, for a command that
+// runs until stopped (port-forward, logs -f): no --request-timeout is added and Timeout does
+// not apply. The caller starts and waits for it; ctx ending kills it.
+func (k Kubectl) Command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, k.Path, append([]string{"--kubeconfig=" + k.Kubeconfig}, args...)...)
+	cmd.WaitDelay = 2 * time.Second
+	cmd.Env = append(kubectlEnv(k.Home), k.Env...)
+	return cmd
 }
 
 func kubectlEnv(home string) []string {
