@@ -57,7 +57,7 @@ type Managed struct {
 	ProxyURL string
 }
 
-// StartManaged starts the managed-like cluster: etcd + kube-apiserver (RBAC), the proxy's
+// StartManaged starts the managed-like cluster: etcd + kube-apiserver (Node, RBAC), the proxy's
 // ServiceAccount with impersonation rights only (proxy.ImpersonationRules),
 // kube-controller-manager, octogate serve with OCTOGATE_PROXY_LISTEN, and the admission
 // webhook configurations. On error everything started is stopped.
@@ -89,7 +89,8 @@ func StartManaged(ctx context.Context, cfg ManagedConfig) (m *Managed, err error
 	if err := InitCerts(ctx, cfg.OctogateBinary, m.CertsDir, []string{"127.0.0.1", "localhost"}); err != nil {
 		return nil, err
 	}
-	if m.APIServer, err = StartAPIServer(APIServerConfig{BinDir: cfg.BinDir, WorkDir: cfg.WorkDir}); err != nil {
+	// As on EKS, GKE and AKS: the Node authorizer and RBAC, nothing of octogate's.
+	if m.APIServer, err = StartAPIServer(APIServerConfig{BinDir: cfg.BinDir, WorkDir: cfg.WorkDir, AuthorizationModes: []string{"Node", "RBAC"}}); err != nil {
 		return nil, err
 	}
 	if err := m.APIServer.WriteKubeconfig(m.AdminKubeconfig, "octogate-e2e-admin", nil); err != nil {

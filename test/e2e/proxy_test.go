@@ -312,34 +312,7 @@ func TestProxy(t *testing.T) {
 		}
 	})
 
-	t.Run("a revoked member is refused within 2 s", func(t *testing.T) {
-		if res := p.as(t, "bob", "auth", "whoami"); res.ExitCode != 0 {
-			t.Fatalf("bob before:\n%s", res)
-		}
-		if err := p.github.SetMembership("bob", cluster.Org, ""); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.github.SetMembership("bob", cluster.Org, "member") })
-		org := p.github.OrgAccount(cluster.Org)
-		bob, _ := p.github.Account("bob")
-		removed := time.Now()
-		status, body, err := githubapi.Deliver(ctx, p.client, p.m.Octogate.URL()+"/github/webhook", []byte(webhookSecret), githubapi.Delivery{Event: "organization",
-			Payload: githubapi.OrganizationPayload("member_removed", org, bob, githubapi.Account{Login: "alice", ID: cluster.AliceID})})
-		if err != nil || status != http.StatusOK {
-			t.Fatalf("delivery: %d %s %v", status, body, err)
-		}
-		for {
-			res := p.as(t, "bob", "auth", "whoami")
-			if verdict(res) == "unauthorized" {
-				t.Logf("MEASURED: delivery -> bob's kubectl refused through the proxy: %s", time.Since(removed).Round(time.Millisecond))
-				break
-			}
-			if time.Since(removed) > 2*time.Second {
-				t.Fatalf("bob's kubectl still works through the proxy 2s after the delivery:\n%s", res)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	t.Run("exec, logs -f, port-forward and cp", func(t *testing.T) { proxyStreams(t, p) })
 
 	t.Run("one user's flood does not starve another", func(t *testing.T) {
 		// alice floods the proxy with 16 concurrent loops for a bounded time; bob's kubectl
@@ -403,6 +376,36 @@ func TestProxy(t *testing.T) {
 			}
 		}
 	})
+
+	// Last: bob stays out of the org.
+	t.Run("a revoked member is refused within 2 s", func(t *testing.T) {
+		if res := p.as(t, "bob", "auth", "whoami"); res.ExitCode != 0 {
+			t.Fatalf("bob before:\n%s", res)
+		}
+		if err := p.github.SetMembership("bob", cluster.Org, ""); err != nil {
+			t.Fatal(err)
+		}
+		org := p.github.OrgAccount(cluster.Org)
+		bob, _ := p.github.Account("bob")
+		removed := time.Now()
+		status, body, err := githubapi.Deliver(ctx, p.client, p.m.Octogate.URL()+"/github/webhook", []byte(webhookSecret), githubapi.Delivery{Event: "organization",
+			Payload: githubapi.OrganizationPayload("member_removed", org, bob, githubapi.Account{Login: "alice", ID: cluster.AliceID})})
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("delivery: %d %s %v", status, body, err)
+		}
+		for {
+			res := p.as(t, "bob", "auth", "whoami")
+			if verdict(res) == "unauthorized" {
+				t.Logf("MEASURED: delivery -> bob's kubectl refused through the proxy: %s", time.Since(removed).Round(time.Millisecond))
+				break
+			}
+			if time.Since(removed) > 2*time.Second {
+				t.Fatalf("bob's kubectl still works through the proxy 2s after the delivery:\n%s", res)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
 }
 
 func sorted(s []string) []string {
