@@ -91,18 +91,7 @@ func TestAThousandIdleConnectionsLeaveRoomForWork(t *testing.T) {
 func TestAnUpgradeHalfClosedByTheClientEnds(t *testing.T) {
 	up := newUpstream(t)
 	srv := newTestProxy(t, up, Limits{})
-	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test server's own certificate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(conn, "POST /api/v1/namespaces/team-a/pods/web/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101's body is the connection, closed by defer
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
-	}
+	conn, br := upgrade(t, srv, "/api/v1/namespaces/team-a/pods/web/exec")
 	// Half-close: no newline ever comes. The upgrade-aware proxy ends the whole tunnel when
 	// one side's copy ends (as kube-apiserver's own proxy does); what matters is that it ends
 	// and holds nothing: the read below returns instead of waiting for the deadline.

@@ -315,18 +315,7 @@ func TestWatchEventsArriveAsTheyHappen(t *testing.T) {
 func TestUpgradesCarryTheImpersonation(t *testing.T) {
 	up := newUpstream(t)
 	srv := newTestProxy(t, up, Limits{})
-	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test server's own certificate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(conn, "POST /api/v1/namespaces/team-a/pods/web/exec?command=echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101's body is the connection, closed by defer
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
-	}
+	conn, br := upgrade(t, srv, "/api/v1/namespaces/team-a/pods/web/exec?command=echo")
 	_, _ = io.WriteString(conn, "hello\n")
 	line, err := br.ReadString('\n')
 	if err != nil || line != "echo: hello\n" {
@@ -443,4 +432,23 @@ func TestSelfSubjectAccessReviewInProtobuf(t *testing.T) {
 	if len(up.requests()) != 0 {
 		t.Error("a review the policy decides reached kube-apiserver")
 	}
+}
+
+// upgrade opens an upgraded (SPDY/3.1) connection as alice through srv to path and returns it
+// with its reader, past the 101 answer; the test's end closes it.
+func upgrade(t *testing.T, srv *httptest.Server, path string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test server's own certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101's body is the connection, closed at cleanup
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	return conn, br
 }

@@ -70,23 +70,12 @@ func proxyStreams(t *testing.T, p *proxyEnv) {
 			}
 		})
 		t.Run("port-forward over "+mode.name, func(t *testing.T) {
-			pctx, stop := context.WithCancel(ctx)
-			defer stop()
-			cmd := k.Command(pctx, "--context=bob", "-n", ns, "port-forward", "pod/"+pod, ":80")
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { stop(); _ = cmd.Wait() }()
+			lines := streamLines(t, k, "--context=bob", "-n", ns, "port-forward", "pod/"+pod, ":80")
 			ports := make(chan string, 1)
 			go func() {
 				re := regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> `)
-				s := bufio.NewScanner(out)
-				for s.Scan() {
-					if m := re.FindStringSubmatch(s.Text()); m != nil {
+				for l := range lines {
+					if m := re.FindStringSubmatch(l); m != nil {
 						ports <- m[1]
 					}
 				}
@@ -128,24 +117,7 @@ func proxyStreams(t *testing.T, p *proxyEnv) {
 		})
 	}
 	t.Run("logs -f streams as lines come", func(t *testing.T) {
-		lctx, stop := context.WithCancel(ctx)
-		defer stop()
-		cmd := p.kubectl.Command(lctx, "--context=bob", "-n", ns, "logs", "-f", pod, "-c", "app", "--tail=1")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { stop(); _ = cmd.Wait() }()
-		lines := make(chan string, 8)
-		go func() {
-			s := bufio.NewScanner(out)
-			for s.Scan() {
-				lines <- s.Text()
-			}
-		}()
+		lines := streamLines(t, p.kubectl, "--context=bob", "-n", ns, "logs", "-f", pod, "-c", "app", "--tail=1")
 		for i := range 3 {
 			select {
 			case l := <-lines:
@@ -161,4 +133,31 @@ func proxyStreams(t *testing.T, p *proxyEnv) {
 			t.Errorf("want a 403 naming %s:\n%s", denySystemRule, res)
 		}
 	})
+}
+
+// streamLines runs a kubectl that streams until stopped (watch, logs -f, port-forward) and
+// returns its stdout lines, closed when it ends; the test's end stops it.
+func streamLines(t *testing.T, k cluster.Kubectl, args ...string) <-chan string {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := k.Command(ctx, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(); _ = cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	}()
+	return lines
 }

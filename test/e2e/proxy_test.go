@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -250,27 +248,7 @@ func TestProxy(t *testing.T) {
 		})
 
 		t.Run("a watch receives an event within 1 s", func(t *testing.T) {
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(wctx, p.kubectl.Path, "--kubeconfig="+p.kubectl.Kubeconfig, "--context=bob", "-n", ns,
-				"get", "configmaps", "--watch-only", "-o", "name")
-			cmd.Env = append(os.Environ(), "HOME="+p.kubectl.Home)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cancel(); _ = cmd.Wait() }()
-			lines := make(chan string, 16)
-			go func() {
-				s := bufio.NewScanner(out)
-				for s.Scan() {
-					lines <- s.Text()
-				}
-				close(lines)
-			}()
+			lines := streamLines(t, p.kubectl, "--context=bob", "-n", ns, "get", "configmaps", "--watch-only", "-o", "name")
 			// The watch is open only once kubectl has listed, which this test cannot see: it
 			// creates ConfigMaps until one's event arrives and measures that one's lag.
 			created := map[string]time.Time{}
