@@ -154,7 +154,9 @@ func creatorAnnotations(user authenticationv1.UserInfo) [len(protectedAnnotation
 	return [...]string{user.Username, groupsJSON(user.Groups), user.UID}
 }
 
-// groupsJSON encodes groups as a JSON array of strings; no groups is "[]".
+// groupsJSON encodes groups as a JSON array of strings; no groups is "[]". Groups under
+// "octogate:" are left out: octogate's proxy adds them to one request a rule allowed
+// (subjectaccessreview.RuleGroupPrefix, OwnerGroup); they are not the creator's.
 func groupsJSON(groups []string) string {
 	n := 2
 	for _, g := range groups {
@@ -162,14 +164,22 @@ func groupsJSON(groups []string) string {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, '[')
-	for i, g := range groups {
-		if i > 0 {
+	first := true
+	for _, g := range groups {
+		if strings.HasPrefix(g, proxyGroupPrefix) {
+			continue
+		}
+		if !first {
 			b = append(b, ',')
 		}
+		first = false
 		b = appendJSONString(b, g)
 	}
 	return string(append(b, ']'))
 }
+
+// proxyGroupPrefix starts the groups only octogate's proxy asserts.
+const proxyGroupPrefix = "octogate:"
 
 // escapePointer escapes one JSON pointer reference token (RFC 6901 section 3): "~" as "~0",
 // then "/" as "~1".

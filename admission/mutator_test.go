@@ -340,3 +340,13 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestCreatorGroupsLeaveOutTheProxysGroups(t *testing.T) {
+	got := groupsJSON([]string{"github:acme", "octogate:rule:members-create-namespaces", "system:authenticated", "octogate:owner"})
+	if got != `["github:acme","system:authenticated"]` {
+		t.Errorf("creator-groups = %s: the proxy's per-request groups are not the creator's", got)
+	}
+	if got := groupsJSON([]string{"octogate:owner"}); got != "[]" {
+		t.Errorf("only a proxy group: %s, want []", got)
+	}
+}

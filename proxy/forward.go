@@ -64,10 +64,19 @@ func newForwarder(cfg *rest.Config, log *slog.Logger) (*forwarder, error) {
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo) {
 	r.Header.Del("Authorization")
 	as := transport.ImpersonationConfig{UserName: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
-	h := utilproxy.NewUpgradeAwareHandler(f.location, transport.NewImpersonatingRoundTripper(as, f.rt), false, false, f.responder)
-	// The incoming path and query are kube-apiserver's own; Location adds only a base path.
-	h.UseRequestLocation = true
-	h.AppendLocationPath = true
+	// The location is the request's own path and query under kube-apiserver's base URL: the
+	// upgrade-aware handler answers a GET of an empty location path with a redirect to "/"
+	// (https://issue.k8s.io/4958), and an upgrade takes the location whole.
+	loc := *f.location
+	base := strings.TrimSuffix(loc.Path, "/")
+	loc.Path = base + r.URL.Path
+	if r.URL.RawPath != "" {
+		loc.RawPath = base + r.URL.RawPath
+	} else {
+		loc.RawPath = ""
+	}
+	loc.RawQuery = r.URL.RawQuery
+	h := utilproxy.NewUpgradeAwareHandler(&loc, transport.NewImpersonatingRoundTripper(as, f.rt), false, false, f.responder)
 	h.UseLocationHost = true
 	// Watch events and followed logs are passed on as they come.
 	h.FlushInterval = -1

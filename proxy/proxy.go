@@ -143,7 +143,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h := impersonationHeader(r.Header); h != "" {
 		p.log.LogAttrs(ctx, slog.LevelInfo, "impersonation refused", slog.String("user", u.Name), slog.String("header", h))
 		p.refuse(w, r, "impersonation", "impersonation", apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "users"}, "",
-			fmt.Errorf("octogate's proxy does not forward %s headers (kubectl --as): requests go to the cluster as the user who logged in", h)))
+			fmt.Errorf("octogate's proxy does not forward impersonation headers (%s; kubectl --as, --as-group, --as-uid): requests go to the cluster as the user who logged in", h)))
 		return
 	}
 	info, err := p.resolver.NewRequestInfo(r)

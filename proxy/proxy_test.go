@@ -452,3 +452,27 @@ func upgrade(t *testing.T, srv *httptest.Server, path string) (*tls.Conn, *bufio
 	}
 	return conn, br
 }
+
+func TestPathsReachKubeAPIServerAsSentWithoutRedirects(t *testing.T) {
+	up := newUpstream(t)
+	srv := newTestProxy(t, up, Limits{})
+	client := srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for i, path := range []string{"/openapi/v3", "/api", "/version", "/api/v1/namespaces/team-a/pods", "/apis/apps/v1/namespaces/team-a/deployments/web%2Fx", "/"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path+"?limit=5", nil)
+		req.Header.Set("Authorization", "Bearer alice-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d %s (want kube-apiserver's answer, not a redirect)", path, resp.StatusCode, resp.Header.Get("Location"))
+			continue
+		}
+		got := up.requests()[i].URL
+		if got.EscapedPath() != path || got.RawQuery != "limit=5" {
+			t.Errorf("GET %s?limit=5 reached kube-apiserver as %s?%s", path, got.EscapedPath(), got.RawQuery)
+		}
+	}
+}

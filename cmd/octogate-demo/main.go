@@ -232,13 +232,14 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		fmt.Print(actions.tour(kubeconfig, path))
 	}
 	if standin != nil {
+		// Before the revocation tour: that one removes bob from the org.
+		fmt.Print(tour.Proxy())
+	}
+	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
 	}
 	if standin != nil {
 		fmt.Print(tour.Sessions(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
-	}
-	if standin != nil {
-		fmt.Print(tour.Proxy())
 	}
 	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))

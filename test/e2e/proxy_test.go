@@ -159,6 +159,9 @@ func TestProxy(t *testing.T) {
 			{"alice", []string{"get", "namespaces"}},
 			{"alice", []string{"get", "secrets", "-A"}},
 			{"bob", []string{"get", "--raw", "/version"}},
+			{"bob", []string{"get", "--raw", "/healthz"}},
+			{"alice", []string{"get", "--raw", "/openapi/v3"}},
+			{"alice", []string{"explain", "pods.spec.nodeName"}},
 			{"bob", []string{"auth", "can-i", "create", "namespaces"}},
 			{"bob", []string{"auth", "can-i", "get", "secrets", "-n", "kube-system"}},
 			{"bob", []string{"auth", "can-i", "delete", "nodes"}},
@@ -245,6 +248,16 @@ func TestProxy(t *testing.T) {
 				return false, fmt.Errorf("%s", res)
 			}
 			return true, nil
+		})
+
+		t.Run("apply, client- and server-side", func(t *testing.T) {
+			cm := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  k: v\n")
+			for _, args := range [][]string{{"apply", "-f", "-"}, {"apply", "--server-side", "-f", "-"}} {
+				res, err := p.kubectl.Run(ctx, cm, append([]string{"--context=bob", "-n", ns}, args...)...)
+				if err != nil || res.ExitCode != 0 {
+					t.Errorf("%v\n%s", err, res)
+				}
+			}
 		})
 
 		t.Run("a watch receives an event within 1 s", func(t *testing.T) {
