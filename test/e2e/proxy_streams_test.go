@@ -16,7 +16,7 @@ import (
 	"github.com/octogate/octogate/internal/cluster"
 )
 
-// proxyStreams drives exec, logs -f, port-forward and cp through the proxy to a pod on a
+// proxyStreams drives exec, attach, logs -f, port-forward and cp through the proxy to a pod on a
 // stand-in node (internal/nodeapi), over websockets (kubectl's default) and over SPDY:
 // upgrades carry the impersonation, so bob's own namespace lets him in, and a Deny rule's
 // namespace does not.
@@ -67,6 +67,12 @@ func proxyStreams(t *testing.T, p *proxyEnv) {
 			}
 			if res := run(t, nil, "exec", pod, "--", "exit", "3"); res.ExitCode != 3 {
 				t.Errorf("exit code through the proxy: want 3:\n%s", res)
+			}
+		})
+		t.Run("attach over "+mode.name, func(t *testing.T) {
+			res := run(t, []byte("typed\n"), "attach", "-i", pod, "-c", "app")
+			if res.ExitCode != 0 || !strings.HasSuffix(res.Stdout, "typed\n") {
+				t.Fatalf("want stdin echoed by the attached container:\n%s", res)
 			}
 		})
 		t.Run("port-forward over "+mode.name, func(t *testing.T) {

@@ -303,7 +303,7 @@ func TestProxy(t *testing.T) {
 		}
 	})
 
-	t.Run("exec, logs -f, port-forward and cp", func(t *testing.T) { proxyStreams(t, p) })
+	t.Run("exec, attach, logs -f, port-forward and cp", func(t *testing.T) { proxyStreams(t, p) })
 
 	t.Run("one user's flood does not starve another", func(t *testing.T) {
 		// alice floods the proxy with 16 concurrent loops for a bounded time; bob's kubectl
