@@ -297,16 +297,7 @@ func TestSelfSubjectAccessReviewsAgreeWithThePolicy(t *testing.T) {
 func TestWatchEventsArriveAsTheyHappen(t *testing.T) {
 	up := newUpstream(t)
 	srv := newTestProxy(t, up, Limits{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/namespaces/team-a/pods?watch=true", nil)
-	req.Header.Set("Authorization", "Bearer alice-token")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	line, err := openWatch(t, srv).ReadString('\n')
 	if err != nil || !strings.Contains(line, "ADDED") {
 		t.Fatalf("first event: %q %v (the upstream keeps the watch open: the event must be flushed)", line, err)
 	}
@@ -475,4 +466,20 @@ func TestPathsReachKubeAPIServerAsSentWithoutRedirects(t *testing.T) {
 			t.Errorf("GET %s?limit=5 reached kube-apiserver as %s?%s", path, got.EscapedPath(), got.RawQuery)
 		}
 	}
+}
+
+// openWatch opens a watch as alice through srv and returns its body's reader; the test's end
+// (or 10 s) closes it.
+func openWatch(t *testing.T, srv *httptest.Server) *bufio.Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/namespaces/team-a/pods?watch=true", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return bufio.NewReader(resp.Body)
 }

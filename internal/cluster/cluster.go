@@ -245,15 +245,20 @@ func (c *Cluster) Stop() error {
 	if c == nil {
 		return nil
 	}
+	return stopAll(c.Octogate, c.ControllerManager, c.APIServer)
+}
+
+// stopAll stops those of o, kcm and a that were started, in that order, and returns every error.
+func stopAll(o *Octogate, kcm *Process, a *APIServer) error {
 	var errs []error
-	if c.Octogate != nil {
-		errs = append(errs, c.Octogate.Stop())
+	if o != nil {
+		errs = append(errs, o.Stop())
 	}
-	if c.ControllerManager != nil {
-		errs = append(errs, c.ControllerManager.Stop(10*time.Second))
+	if kcm != nil {
+		errs = append(errs, kcm.Stop(10*time.Second))
 	}
-	if c.APIServer != nil {
-		errs = append(errs, c.APIServer.Stop())
+	if a != nil {
+		errs = append(errs, a.Stop())
 	}
 	return errors.Join(errs...)
 }

@@ -218,15 +218,5 @@ func (m *Managed) Stop() error {
 	if m == nil {
 		return nil
 	}
-	var errs []error
-	if m.Octogate != nil {
-		errs = append(errs, m.Octogate.Stop())
-	}
-	if m.ControllerManager != nil {
-		errs = append(errs, m.ControllerManager.Stop(10*time.Second))
-	}
-	if m.APIServer != nil {
-		errs = append(errs, m.APIServer.Stop())
-	}
-	return errors.Join(errs...)
+	return stopAll(m.Octogate, m.ControllerManager, m.APIServer)
 }
