@@ -1,10 +1,11 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/promreg"
 )
 
 type metrics struct {
@@ -30,18 +31,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []**prometheus.CounterVec{&m.requests, &m.refused} {
-		if err := reg.Register(*c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("proxy: Registerer: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("proxy: Registerer: a collector of another type is registered: %w", err)
-			}
-			*c = existing
-		}
+	var err error
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
+		return nil, fmt.Errorf("proxy: Registerer: %w", err)
+	}
+	if m.refused, err = promreg.Register(reg, m.refused); err != nil {
+		return nil, fmt.Errorf("proxy: Registerer: %w", err)
 	}
 	return m, nil
 }

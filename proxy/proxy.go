@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -56,7 +55,6 @@ type Config struct {
 
 // Proxy is the impersonating front door, an http.Handler for every path.
 type Proxy struct {
-	upstream *url.URL
 	forward  *forwarder
 	authn    Authenticator
 	authz    Authorizer
@@ -97,11 +95,10 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	return &Proxy{
-		upstream: f.location,
-		forward:  f,
-		authn:    cfg.Authenticator,
-		authz:    cfg.Authorizer,
-		limits:   lim,
+		forward: f,
+		authn:   cfg.Authenticator,
+		authz:   cfg.Authorizer,
+		limits:  lim,
 		resolver: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -122,7 +119,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	token, ok := bearerToken(r)
 	if !ok {
-		p.refuse(w, r, "unauthenticated", "no_token", apierrors.NewUnauthorized("Unauthorized"))
+		p.refuse(w, "unauthenticated", "no_token", apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
 	id, err := p.authn.Authenticate(ctx, token)
@@ -130,29 +127,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, tokenreview.ErrUnavailable):
 		p.log.LogAttrs(ctx, slog.LevelWarn, "authentication unavailable", slog.String("reason", tokenreview.Reason(err)), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", "1")
-		p.refuse(w, r, "unavailable", tokenreview.Reason(err),
+		p.refuse(w, "unavailable", tokenreview.Reason(err),
 			apierrors.NewServiceUnavailable("octogate cannot verify credentials right now ("+tokenreview.Reason(err)+"); retry"))
 		return
 	case err != nil:
 		p.log.LogAttrs(ctx, slog.LevelInfo, "authentication refused", slog.String("reason", tokenreview.Reason(err)), slog.String("error", err.Error()))
-		p.refuse(w, r, "unauthenticated", tokenreview.Reason(err), apierrors.NewUnauthorized("Unauthorized"))
+		p.refuse(w, "unauthenticated", tokenreview.Reason(err), apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
 	u := userInfo(id)
-	ctx = request.WithUser(ctx, u)
 	if h := impersonationHeader(r.Header); h != "" {
 		p.log.LogAttrs(ctx, slog.LevelInfo, "impersonation refused", slog.String("user", u.Name), slog.String("header", h))
-		p.refuse(w, r, "impersonation", "impersonation", apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "users"}, "",
+		p.refuse(w, "impersonation", "impersonation", apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "users"}, "",
 			fmt.Errorf("octogate's proxy does not forward impersonation headers (%s; kubectl --as, --as-group, --as-uid): requests go to the cluster as the user who logged in", h)))
 		return
 	}
 	info, err := p.resolver.NewRequestInfo(r)
 	if err != nil {
-		p.refuse(w, r, "bad_request", "bad_request", apierrors.NewBadRequest("the request path cannot be parsed"))
+		p.refuse(w, "bad_request", "bad_request", apierrors.NewBadRequest("the request path cannot be parsed"))
 		return
 	}
-	ctx = request.WithRequestInfo(ctx, info)
-	r = r.WithContext(ctx)
 
 	attrs := attributes(u, id, info)
 	d := p.authz.Decide(&attrs)
@@ -172,7 +166,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		p.log.LogAttrs(ctx, slog.LevelInfo, "request throttled", slog.String("user", u.Name), slog.String("limit", err.Error()))
-		p.refuse(w, r, "throttled", "throttled", apierrors.NewTooManyRequests("too many requests of "+u.Name+" through octogate's proxy: "+err.Error()+"; retry", 1))
+		p.refuse(w, "throttled", "throttled", apierrors.NewTooManyRequests("too many requests of "+u.Name+" through octogate's proxy: "+err.Error()+"; retry", 1))
 		return
 	}
 	defer release()
@@ -183,8 +177,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forward.serve(w, r, u)
 }
 
-// refuse answers err as kube-apiserver would (a Status in the negotiated encoding) and counts it.
-func (p *Proxy) refuse(w http.ResponseWriter, _ *http.Request, result, reason string, err *apierrors.StatusError) {
+// refuse answers err as kube-apiserver would (a JSON Status) and counts it.
+func (p *Proxy) refuse(w http.ResponseWriter, result, reason string, err *apierrors.StatusError) {
 	p.metrics.refused.WithLabelValues(result, reason).Inc()
 	writeStatus(w, err)
 }
@@ -217,7 +211,7 @@ func impersonationHeader(h http.Header) string {
 func userInfo(id tokenreview.Identity) *user.DefaultInfo {
 	groups := make([]string, 0, len(id.Groups)+2)
 	for _, g := range id.Groups {
-		if !strings.HasPrefix(g, "octogate:") && g != user.AllAuthenticated {
+		if !strings.HasPrefix(g, subjectaccessreview.ProxyGroupPrefix) && g != user.AllAuthenticated {
 			groups = append(groups, g)
 		}
 	}

@@ -1,9 +1,9 @@
 package tokenreview
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/promreg"
 )
 
 // metrics are the tokenreview series of DESIGN.md "Metrics". No label ever holds a token.
@@ -34,19 +34,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	credentials := newCredentialsCounter()
 	if reg != nil {
 		var err error
-		if reviews, err = register(reg, reviews); err != nil {
+		if reviews, err = promreg.Register(reg, reviews); err != nil {
 			return nil, err
 		}
-		if credentials, err = register(reg, credentials); err != nil {
+		if credentials, err = promreg.Register(reg, credentials); err != nil {
 			return nil, err
 		}
-		if gh, err = register(reg, gh); err != nil {
+		if gh, err = promreg.Register(reg, gh); err != nil {
 			return nil, err
 		}
-		if rate, err = register(reg, rate); err != nil {
+		if rate, err = promreg.Register(reg, rate); err != nil {
 			return nil, err
 		}
-		if cache, err = register(reg, cache); err != nil {
+		if cache, err = promreg.Register(reg, cache); err != nil {
 			return nil, err
 		}
 	}
@@ -59,19 +59,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reviews:        reviews,
 		credentials:    credentials,
 	}, nil
-}
-
-// register registers c, or returns the collector already registered under its name (a second
-// Handler on the same registry shares the series).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }
 
 // newReviewsCounter is octogate_token_reviews_total{result,reason}: result is

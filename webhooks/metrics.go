@@ -1,11 +1,12 @@
 package webhooks
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/internal/promreg"
 )
 
 // metrics are the series DESIGN.md names for the webhook routes.
@@ -30,29 +31,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
+	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under the same
-// descriptor, so that several Servers (tests, benchmarks) can share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }
 
 // codeLabel turns a status into the `code` label without allocating for the common codes.
