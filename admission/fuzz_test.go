@@ -11,6 +11,8 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 // FuzzMutate posts arbitrary bodies to the mutating webhook. Whatever arrives, the answer is
@@ -80,7 +82,7 @@ func FuzzMutate(f *testing.F) {
 		}
 		var want []string // the creator's groups: the proxy's own (octogate:...) are left out
 		for _, g := range user.Groups {
-			if !strings.HasPrefix(g, proxyGroupPrefix) {
+			if !strings.HasPrefix(g, subjectaccessreview.ProxyGroupPrefix) {
 				want = append(want, g)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/octogate/octogate/namespacetemplate"
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 const webhookMutate = "mutate-namespaces"
@@ -166,7 +167,7 @@ func groupsJSON(groups []string) string {
 	b = append(b, '[')
 	first := true
 	for _, g := range groups {
-		if strings.HasPrefix(g, proxyGroupPrefix) {
+		if strings.HasPrefix(g, subjectaccessreview.ProxyGroupPrefix) {
 			continue
 		}
 		if !first {
@@ -177,9 +178,6 @@ func groupsJSON(groups []string) string {
 	}
 	return string(append(b, ']'))
 }
-
-// proxyGroupPrefix starts the groups only octogate's proxy asserts.
-const proxyGroupPrefix = "octogate:"
 
 // escapePointer escapes one JSON pointer reference token (RFC 6901 section 3): "~" as "~0",
 // then "/" as "~1".

@@ -14,8 +14,11 @@ import (
 // so that kube-apiserver's RBAC, through the ClusterRoles of Grants, allows what the policy
 // did. /authenticate and the token exchange never mint names starting with "octogate:".
 const (
-	OwnerGroup      = "octogate:owner"
-	RuleGroupPrefix = "octogate:rule:"
+	// ProxyGroupPrefix starts every group only the proxy asserts; no identity's name or
+	// group may start with it (OCTOGATE_USERNAME_PREFIX is refused if it does).
+	ProxyGroupPrefix = "octogate:"
+	OwnerGroup       = ProxyGroupPrefix + "owner"
+	RuleGroupPrefix  = ProxyGroupPrefix + "rule:"
 )
 
 // RuleGroup is the group the proxy adds to a request the policy rule named rule allowed,

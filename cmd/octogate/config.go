@@ -17,6 +17,7 @@ import (
 
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/session"
+	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -215,6 +216,10 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	case strings.HasPrefix(c.UsernamePrefix, tokenreview.SystemPrefix):
 		return bad("OCTOGATE_USERNAME_PREFIX", c.UsernamePrefix, `a prefix that does not start with "system:" (Kubernetes reserves it; system:masters is cluster-admin)`)
+	case strings.HasPrefix(c.UsernamePrefix, subjectaccessreview.ProxyGroupPrefix):
+		// An org named "owner" would otherwise be the group octogate:owner, which only the
+		// proxy may assert (subjectaccessreview.OwnerGroup, RuleGroupPrefix).
+		return bad("OCTOGATE_USERNAME_PREFIX", c.UsernamePrefix, `a prefix that does not start with "octogate:" (the proxy's own groups: octogate:owner, octogate:rule:NAME)`)
 	case tokenTypesError(c.GitHubTokenTypes) != "":
 		return bad("OCTOGATE_GITHUB_TOKEN_TYPES", strings.Join(c.GitHubTokenTypes, ","), tokenTypesError(c.GitHubTokenTypes))
 	case orgsError(c.GitHubOrgs) != "":

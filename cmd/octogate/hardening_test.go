@@ -13,6 +13,7 @@ func TestHardenedValuesAreRefusedAtStart(t *testing.T) {
 	}{
 		{"username prefix system:", "OCTOGATE_USERNAME_PREFIX", "system:", `does not start with "system:"`},
 		{"username prefix system:github:", "OCTOGATE_USERNAME_PREFIX", "system:github:", `does not start with "system:"`},
+		{"username prefix octogate:", "OCTOGATE_USERNAME_PREFIX", "octogate:", `does not start with "octogate:"`},
 		{"plain-http GitHub", "OCTOGATE_GITHUB_API_URL", "http://api.github.com/", "clear text"},
 		{"plain-http GitHub Enterprise", "OCTOGATE_GITHUB_API_URL", "http://ghe.example.com/api/v3/", "clear text"},
 		{"GitHub URL with a query", "OCTOGATE_GITHUB_API_URL", "https://ghe.example.com/api/v3/?x=1", "query"},
