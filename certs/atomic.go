@@ -156,6 +156,11 @@ func ReadPair(certFile, keyFile string) (certPEM, keyPEM []byte, pair tls.Certif
 		}
 		if err == nil {
 			pair, err = tls.X509KeyPair(certPEM, keyPEM)
+			// Plain files read while writeFiles migrates them: one of the two may already be
+			// the new version's symlink. Read again, through DataLink this time.
+			if err != nil && version == "" && attempt < 3 && (viaDataLink(certFile) || viaDataLink(keyFile)) {
+				continue
+			}
 			return certPEM, keyPEM, pair, err
 		}
 		// A writer switched DataLink and removed the version being read: read the new one.
