@@ -50,6 +50,9 @@ type sessionsEnv struct {
 	// client presents kube-apiserver's client certificate to cluster-a's octogate.
 	client *http.Client
 	work   string
+	// keyFile is the issuer's OCTOGATE_SESSION_KEY_FILE, made by `octogate session keys
+	// rotate`: a signing key and a pending one, both published from the start.
+	keyFile string
 }
 
 func startSessionsEnv(t *testing.T, e *testEnv) *sessionsEnv {
@@ -74,6 +77,10 @@ func startSessionsEnv(t *testing.T, e *testEnv) *sessionsEnv {
 	}
 	s.issuer = fmt.Sprintf("https://127.0.0.1:%d", port)
 	binary := e.cluster.Config.OctogateBinary
+	s.keyFile = filepath.Join(s.work, "session-keys.pem")
+	if out, err := exec.CommandContext(ctx, binary, "session", "keys", "rotate", "--file", s.keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("octogate session keys rotate: %v\n%s", err, out)
+	}
 	s.a, err = cluster.Start(ctx, cluster.Config{
 		BinDir: e.binDir, OctogateBinary: binary, WorkDir: filepath.Join(s.work, "cluster-a"), Port: port,
 		GitHubAPIURL: s.github.URL(), GitHubCAFile: githubCA,
@@ -87,6 +94,7 @@ func startSessionsEnv(t *testing.T, e *testEnv) *sessionsEnv {
 			"OCTOGATE_SESSION_ISSUER=" + s.issuer,
 			"OCTOGATE_SESSION_AUDIENCES=cluster-a,cluster-b",
 			"OCTOGATE_SESSION_TTL=" + sessionTTL.String(),
+			"OCTOGATE_SESSION_KEY_FILE=" + s.keyFile,
 			"OCTOGATE_SESSION_TRUST_ISSUER=" + s.issuer,
 			"OCTOGATE_SESSION_AUDIENCE=cluster-a",
 		},
@@ -471,4 +479,6 @@ func TestSessions(t *testing.T) {
 			octogateLag.Round(time.Millisecond), kubectlLag.Round(time.Millisecond),
 			exp.Sub(lastAccepted).Round(time.Millisecond), sessionTTL, refused.Sub(exp).Round(time.Millisecond))
 	})
+
+	t.Run("5 the issuer's keys rotate twice under kubectl load", func(t *testing.T) { s.rotateUnderLoad(t) })
 }
