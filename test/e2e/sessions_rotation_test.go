@@ -24,7 +24,7 @@ import (
 )
 
 // rotateUnderLoad: while kubectl loops run on both clusters (alice with her session
-// kubeconfig, whose plugin exchanges a new session every run since the TTL is a minute, and
+// kubeconfig, whose plugin exchanges again once 4/5 of a session's minute has passed, and
 // with a session minted before the rotations as a bearer token), `octogate session keys
 // rotate` promotes the issuer's pending key twice. No kubectl run fails on either cluster;
 // sessions minted after each rotation carry the new kid and work on both; a session signed by
@@ -135,6 +135,7 @@ func (s *sessionsEnv) rotateUnderLoad(t *testing.T) {
 			name   string
 		}{{freshA, s.a.APIServer, "a"}, {freshB, s.b, "b"}} {
 			tok := waitFor(t, 15*time.Second, "a session of the new key "+k.KeyID(), func() (string, error) {
+				s.forgetSessions(t, k2.plugin) // the plugin reuses a session for 4/5 of its TTL
 				tok, _ := s.liveSession(t, k2.plugin)
 				if kid := sessionKid(t, tok); kid != k.KeyID() {
 					return "", fmt.Errorf("kid %s", kid)
