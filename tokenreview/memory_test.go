@@ -24,10 +24,14 @@ func (identityPerToken) Lookup(_ context.Context, token string) (Identity, error
 	login := "user-" + token[len(token)-6:]
 	return Identity{
 		Username: "github:" + login + ":" + uid, UID: uid,
-		Groups: []string{"github:acme", "github:acme/team-0", "github:acme/team-1"},
+		// Built per lookup, as decoding GitHub's answers does.
+		Groups: []string{"github:" + org(n), "github:" + org(n) + "/team-0", "github:" + org(n) + "/team-1"},
 		Extra:  map[string][]string{ExtraLogin: {login}},
 	}, nil
 }
+
+// org is "acme", in a string of its own each call.
+func org(n int) string { return strconv.Itoa(n)[:0] + string([]byte("acme")) }
 
 // maxBytesPerIdentity bounds the live heap one cached identity takes (the LRU entry, the
 // encoded status.user, the user and group index); about 1,000 bytes today.
