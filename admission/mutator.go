@@ -185,7 +185,9 @@ func escapePointer(s string) string {
 	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	// Two passes rather than a strings.Replacer: building a Replacer per call was an eighth of
+	// a review's CPU. "~" goes first so the "~1" of an escaped "/" is not escaped again.
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // patched is admission.Patched with the patch already encoded, so Response.Complete does

@@ -1,15 +1,14 @@
 package githubwebhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -213,11 +212,15 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 	if err != nil || (ct != MediaTypeJSON && ct != MediaTypeForm) {
 		return nil, http.StatusUnsupportedMediaType, "Content-Type must be " + MediaTypeJSON + " or " + MediaTypeForm
 	}
-	// ValidatePayload reads r.Body; give it the bytes already read.
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	payload, err := github.ValidatePayload(r, h.secret)
-	if err != nil {
-		return nil, http.StatusBadRequest, "the payload could not be read: " + err.Error()
+	// The signature covers the raw body; a form carries the JSON in its field payload, as
+	// github.ValidatePayloadFromBody reads it (without computing the HMAC a second time).
+	payload := body
+	if ct == MediaTypeForm {
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, http.StatusBadRequest, "the payload could not be read: " + err.Error()
+		}
+		payload = []byte(form.Get("payload"))
 	}
 	if ct == MediaTypeForm && len(payload) == 0 {
 		return nil, http.StatusBadRequest, "a form-encoded delivery carries its JSON in the field payload, and this one has none"

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unique"
 )
 
 // EvictUser drops every cached identity of the GitHub account uid (its numeric id as a
@@ -91,6 +92,13 @@ func (x *userIndex) put(key cacheKey, uid string, groups []string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.dropLocked(key)
+	// Every member of a group holds its name: one shared copy per name, not one per
+	// identity (the names come from decoding GitHub's answers, a new string each time).
+	shared := make([]string, len(groups))
+	for i, g := range groups {
+		shared[i] = unique.Make(g).Value()
+	}
+	groups = shared
 	x.keys[key] = indexed{uid: uid, groups: groups}
 	x.byUser[uid] = append(x.byUser[uid], key)
 	for _, g := range groups {
