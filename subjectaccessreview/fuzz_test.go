@@ -1,8 +1,13 @@
 package subjectaccessreview
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
+
+	"github.com/octogate/octogate/internal/jsonv1"
 )
 
 // FuzzDecodeSubjectAccessReview: any body either decodes to a review this webhook answers
@@ -11,6 +16,11 @@ import (
 func FuzzDecodeSubjectAccessReview(f *testing.F) {
 	p := mustLoad(f, "testdata/rbac-table-policy.yaml")
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// The fast decoder leaves what encoding/json leaves, with the same error.
+		var fast, std reviewRequest
+		if errFast, errStd := jsonv1.Unmarshal(body, &fast), json.Unmarshal(body, &std); fmt.Sprint(errFast) != fmt.Sprint(errStd) || !reflect.DeepEqual(fast, std) {
+			t.Fatalf("body %q: decoded %+v (%v), encoding/json %+v (%v)", body, fast, errFast, std, errStd)
+		}
 		version, attrs, err := decodeReview(body)
 		if err != nil {
 			if !errors.Is(err, errBadReview) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/octogate/octogate/internal/jsonv1"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -104,7 +105,7 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		return "", attrs, badReview(webhooks.EmptyBodyError(want))
 	}
 	var req reviewRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := jsonv1.Unmarshal(body, &req); err != nil {
 		return "", attrs, badReview(jsonError(err))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/octogate/octogate/internal/jsonv1"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -111,7 +112,7 @@ func decodeReview(body []byte) (review, error) {
 	if len(body) == 0 {
 		return rv, errors.New(webhooks.EmptyBodyError(want))
 	}
-	if err := json.Unmarshal(body, &rv); err != nil {
+	if err := jsonv1.Unmarshal(body, &rv); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return rv, errors.New(webhooks.NotJSONError(se))

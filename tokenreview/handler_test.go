@@ -16,6 +16,8 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	authv1beta1 "k8s.io/api/authentication/v1beta1"
+
+	"github.com/octogate/octogate/internal/jsonv1"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -216,6 +218,11 @@ func TestDecodeErrorsNeverQuoteTheToken(t *testing.T) {
 func FuzzDecodeTokenReview(f *testing.F) {
 	f.Add([]byte(reviewBody(APIVersionV1, "TokenReview", "gho_x")))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// The fast decoder leaves what encoding/json leaves, with the same error.
+		var fast, std review
+		if errFast, errStd := jsonv1.Unmarshal(body, &fast), json.Unmarshal(body, &std); fmt.Sprint(errFast) != fmt.Sprint(errStd) || fast != std {
+			t.Fatalf("decoded %+v (%v), encoding/json %+v (%v)", fast.Kind, errFast, std.Kind, errStd)
+		}
 		rv, err := decodeReview(body)
 		if err != nil {
 			if tok := rv.Spec.Token; len(tok) >= 8 && strings.Contains(err.Error(), tok) {

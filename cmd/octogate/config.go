@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/session"
@@ -382,10 +383,28 @@ func orgsError(orgs []string) string {
 	return ""
 }
 
-// newLogger builds the process logger in the configured format, on stderr.
-func newLogger(format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+// logFlushInterval is the longest a log line waits in newLogger's buffer before it reaches
+// stderr (klog, the Kubernetes components' logger, flushes every 5 s).
+const logFlushInterval = 100 * time.Millisecond
+
+// logBufferBytes is the size of newLogger's buffer: a fuller buffer is written at once.
+const logBufferBytes = 64 << 10
+
+// newLogger builds the process logger in the configured format, on stderr through a buffer:
+// lines are written whole, in order, at most logFlushInterval after they were logged or when
+// logBufferBytes have gathered, so a busy server makes a few write(2) calls a second rather
+// than one per request. The caller must call flush before the process exits (it stops the
+// flushing goroutine and writes what is left); a crash loses at most the last interval.
+func newLogger(format string, w io.Writer) (log *slog.Logger, flush func()) {
+	// AddSync of a plain io.Writer: the buffer's periodic Sync must not fsync stderr.
+	buf := &zapcore.BufferedWriteSyncer{
+		WS:            zapcore.AddSync(struct{ io.Writer }{w}),
+		Size:          logBufferBytes,
+		FlushInterval: logFlushInterval,
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	flush = func() { _ = buf.Stop() }
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(buf, nil)), flush
+	}
+	return slog.New(slog.NewTextHandler(buf, nil)), flush
 }

@@ -55,7 +55,9 @@ of the same name that overrides it.`,
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return serve(ctx, cfg, newLogger(cfg.LogFormat))
+		log, flush := newLogger(cfg.LogFormat, os.Stderr)
+		defer flush()
+		return serve(ctx, cfg, log)
 	}
 	return cmd
 }
