@@ -205,6 +205,8 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 	if exp.Before(until) {
 		until = exp
 	}
+	// Encoded once here, so the Handler answers each cached review without encoding it again.
+	id = id.Encoded()
 	v.cache.Add(key, cached{id: id, until: until})
 	return id, nil
 }
