@@ -37,7 +37,7 @@ BENCH_NAMESPACES ?= 10000
 GOLANGCI_LINT_VERSION := $(shell sed -n 's,^[[:space:]]*github.com/golangci/golangci-lint/v2 \(v[^ ]*\).*,\1,p' tools/lint/go.mod)
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build tools test unit e2e e2e-oldest lint bench fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e e2e-oldest lint bench bench-bare fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
 
 all: build
 
@@ -90,6 +90,11 @@ bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/
 	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
+
+## bench-bare: only the hot routes of `octogate serve` against a bare TLS handler, separate
+## processes, by the server's CPU per request (part of bench; -bare-duration, -bare-rounds)
+bench-bare:
+	$(GO) run ./bench -routes baseline -duration 1s -rounds 1 -warmup 200ms -burst-tokens 0 -ratelimit-scale 0 -rss-identities 0 $(BENCHFLAGS)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
 fuzz:

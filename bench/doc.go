@@ -15,13 +15,29 @@
 //   - raw-tls: for information, a bare net/http TLS server without octogate's pipeline.
 //
 // Routes are measured in -rounds interleaved rounds, so that a change in the machine's load
-// during the run affects every route alike. Every latency is recorded. It then checks that
-// concurrent reviews of one new token cost one set of GitHub calls, measures the GitHub
-// rate-limit units one user whose kubectl calls never stop spends per hour with and without
-// conditional requests (rateLimitUnits), and measures the resident memory of a real
-// `octogate serve` process holding -rss-identities cached identities.
+// during the run affects every route alike. Every latency is recorded.
 //
-// The load generator shares the CPUs with the server, as kube-apiserver would not: absolute
-// requests/s are a floor, and ratios are those of whole requests (client included).
-// The last lines are `RESULT name=<route> rps=<n> p50_ms=<x> p99_ms=<y> ratio=<r>`.
+// It then compares the hot routes of a real `octogate serve` with a bare handler (bare.go):
+// a stdlib net/http TLS server, this binary run with -serve-bare, that drains the body and
+// writes a fixed SubjectAccessReview. Each is a process of its own, loaded alike from this
+// one; the figure is the server process's own CPU time per answered request (/proc/PID/stat),
+// and the ratio bare/octogate (1.0: as cheap as the bare handler), median of -bare-rounds
+// rounds interleaved with the bare handler's, as ../shared/bench/hot-routes.sh measures with
+// hey. Routes: authorize, authenticate-cached, authenticate-actions-cached,
+// authenticate-session-cached (serve issues and verifies sessions), authenticate-session-uncached
+// (a pool of sessions larger than the verifier's cache: an ES256 check each), token-exchange
+// (of the cached GitHub token) and mutate-namespaces. Its lines are `RESULT route=<route>
+// cpu_us=<µs> bare_cpu_us=<µs> cpu_ratio_median=<r> cpu_ratio_range=<min>-<max>
+// throughput_ratio_median=<r> p50_ms=<x> p99_ms=<y> bare_p99_ms=<z> non200=<n>
+// [goal_cpu_ratio=<g>]`, after the TARGET lines of the goals (CPU ratio, p99 within 1 ms).
+//
+// It then checks that concurrent reviews of one new token cost one set of GitHub calls,
+// measures the GitHub rate-limit units one user whose kubectl calls never stop spends per hour
+// with and without conditional requests (rateLimitUnits), and measures the resident memory of
+// a real `octogate serve` process holding -rss-identities cached identities.
+//
+// In the first part the load generator shares the process with the server, as kube-apiserver
+// would not: absolute requests/s are a floor, and ratios are those of whole requests (client
+// included). Its lines are `RESULT name=<route> rps=<n> p50_ms=<x> p99_ms=<y> ratio=<r>`,
+// before those of the bare-handler comparison.
 package main

@@ -8,7 +8,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,10 +82,15 @@ func (c *client) do(req []byte) (int, []byte, http.Header, error) {
 
 // httpRequest encodes a POST of a JSON body as kube-apiserver's webhook client sends it.
 func httpRequest(host, path string, body []byte) []byte {
+	return postRequest(host, path, "application/json", body)
+}
+
+// postRequest encodes a POST of body with its media type.
+func postRequest(host, path, contentType string, body []byte) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: kube-apiserver-admission\r\n"+
-		"Accept: application/json, */*\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
-		path, host, len(body))
+		"Accept: application/json, */*\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		path, host, contentType, len(body))
 	b.Write(body)
 	return b.Bytes()
 }
@@ -95,7 +103,7 @@ type sample struct {
 	errors    int
 	firstErr  string
 	elapsed   time.Duration
-	cpu       time.Duration // user+system CPU of this process (server, generator and stand-in)
+	cpu       time.Duration // user+system CPU of workload.cpu's process during the run
 }
 
 func (s *sample) add(o sample) {
@@ -140,12 +148,14 @@ func percentile(sorted []time.Duration, p float64) float64 {
 }
 
 // workload is what a worker sends: next returns the next request and the substring its 200
-// answer must contain.
+// answer must contain. cpu is the CPU time of the process whose cost is measured; nil: this
+// one (server, generator and stand-in).
 type workload struct {
 	addr   string
 	tls    *tls.Config
 	next   func() []byte
 	expect []byte
+	cpu    func() time.Duration
 }
 
 // run sends requests from `workers` connections, each waiting for its answer before sending
@@ -167,7 +177,11 @@ func run(w workload, workers int, d time.Duration) sample {
 
 	results := make([]sample, workers)
 	var wg sync.WaitGroup
-	cpu0 := processCPU()
+	cpu := w.cpu
+	if cpu == nil {
+		cpu = processCPU
+	}
+	cpu0 := cpu()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range clients {
@@ -206,7 +220,7 @@ func run(w workload, workers int, d time.Duration) sample {
 		})
 	}
 	wg.Wait()
-	total := sample{elapsed: time.Since(start), cpu: processCPU() - cpu0}
+	total := sample{elapsed: time.Since(start), cpu: cpu() - cpu0}
 	for _, r := range results {
 		r.elapsed = 0
 		total.add(r)
@@ -221,6 +235,32 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pidCPU is the user and system CPU time process pid has used (/proc/PID/stat fields 14 and
+// 15, in USER_HZ ticks of 10 ms: the kernel exports these at 100 Hz whatever its own tick),
+// or 0 when it cannot be read.
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces; field 3 follows it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const userHZ = 100
+	return time.Duration(utime+stime) * time.Second / userHZ
 }
 
 // summary is one route's numbers over every round.

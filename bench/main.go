@@ -64,11 +64,14 @@ type options struct {
 	rssEnv           string
 	cpuprofile       string
 	logFormat        string
+	bareDuration     time.Duration
+	bareRounds       int
+	bareRoutes       []string
 }
 
 func main() {
 	var o options
-	var routes string
+	var routes, bareRouteList, serveBareDir string
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per route, split over -rounds")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per route before the first round")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent keep-alive TLS connections, one request in flight each")
@@ -83,7 +86,33 @@ func main() {
 	flag.StringVar(&o.octogate, "octogate", "", "octogate binary for the memory measurement (default: go build ./cmd/octogate)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "directory for one CPU profile per route and round (ROUTE-rN.pprof); go tool pprof merges several files")
 	flag.StringVar(&o.logFormat, "log", "text", "request log of the server under test: text or json (formatted as in production, then discarded), or off")
+	flag.DurationVar(&o.bareDuration, "bare-duration", 6*time.Second, "measured time per route of the comparison with a bare TLS handler (separate processes), split over -bare-rounds (0: skip it)")
+	flag.IntVar(&o.bareRounds, "bare-rounds", 3, "interleaved rounds of the bare-handler comparison")
+	flag.StringVar(&bareRouteList, "bare-routes", strings.Join(bareRoutes, ","), "comma list of the routes compared with the bare handler: "+strings.Join(bareRoutes, ", "))
+	flag.StringVar(&serveBareDir, "serve-bare", "", "internal: serve the bare handler with the certificates of this directory, print its address, serve until stdin closes")
 	flag.Parse()
+	if serveBareDir != "" {
+		if err := serveBare(serveBareDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -serve-bare:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.bareDuration > 0 && o.bareRounds <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -bare-rounds must be positive")
+		os.Exit(2)
+	}
+	for r := range strings.SplitSeq(bareRouteList, ",") {
+		r = strings.TrimSpace(r)
+		switch {
+		case r == "" || slices.Contains(o.bareRoutes, r):
+		case !slices.Contains(bareRoutes, r):
+			fmt.Fprintf(os.Stderr, "bench: -bare-routes: unknown route %q; want some of %s\n", r, strings.Join(bareRoutes, ", "))
+			os.Exit(2)
+		default:
+			o.bareRoutes = append(o.bareRoutes, r)
+		}
+	}
 	if o.workers <= 0 || o.rounds <= 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -rounds and -duration must be positive, -warmup not negative")
 		os.Exit(2)
@@ -183,6 +212,11 @@ func bench(o options) error {
 		p := uncached.report(e.gh, e.gh.Calls("/user")-ghBefore)
 		problems = append(problems, p...)
 	}
+	var vsBare bareReport
+	if o.bareDuration > 0 && len(o.bareRoutes) > 0 {
+		vsBare = versusBare(ctx, e, o)
+		problems = append(problems, vsBare.problems...)
+	}
 	if o.burstTokens > 0 {
 		problems = append(problems, burst(e, o)...)
 	}
@@ -215,12 +249,18 @@ func bench(o options) error {
 			fmt.Printf("TARGET %s ratio %.3f >= %.1f: %s\n", r, sums[r].rps/base, min, verdict)
 		}
 	}
+	for _, t := range vsBare.targets {
+		fmt.Println(t)
+	}
 	for _, p := range problems {
 		fmt.Println("PROBLEM", p)
 	}
 	for _, r := range o.routes {
 		s := sums[r]
 		fmt.Printf("RESULT name=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f ratio=%.3f\n", r, s.rps, s.p50, s.p99, s.rps/base)
+	}
+	for _, r := range vsBare.results {
+		fmt.Println(r)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%d problem(s), see PROBLEM lines", len(problems))
@@ -350,11 +390,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	raw := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(fixedSubjectAccessReviewAnswer)
-		}),
+		Handler:           bareHandler,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}},
 		Protocols:         protocols,
 		ReadHeaderTimeout: 5 * time.Second,

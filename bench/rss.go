@@ -32,13 +32,9 @@ const rssTargetMiB = 64
 // and heap. The process holds nothing but octogate: the load generator and the GitHub stand-in
 // stay in this one.
 func measureRSS(ctx context.Context, e *env, o options) []string {
-	bin := o.octogate
-	if bin == "" {
-		bin = filepath.Join(e.dir, "octogate")
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/octogate/octogate/cmd/octogate").CombinedOutput()
-		if err != nil {
-			return []string{fmt.Sprintf("rss: go build ./cmd/octogate: %v\n%s", err, out)}
-		}
+	bin, err := octogateBinary(ctx, e, o)
+	if err != nil {
+		return []string{"rss: " + err.Error()}
 	}
 	e.gh.SetDelay(0)
 	tokens := make([]string, o.rssIdentities)
@@ -47,54 +43,17 @@ func measureRSS(ctx context.Context, e *env, o options) []string {
 		e.gh.AddUser(githubUser(fmt.Sprintf("rss-user-%06d", i), tokens[i], 3))
 	}
 
-	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = append(withoutOctogateVars(os.Environ()),
-		"OCTOGATE_LISTEN=127.0.0.1:0",
-		"OCTOGATE_TLS_CERT_FILE="+filepath.Join(e.dir, certs.ServingCertFile),
-		"OCTOGATE_TLS_KEY_FILE="+filepath.Join(e.dir, certs.ServingKeyFile),
-		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(e.dir, certs.ClientCACertFile),
-		"OCTOGATE_GITHUB_API_URL="+e.gh.URL(),
-		"OCTOGATE_GITHUB_CA_FILE="+e.ghCAFile,
-		"OCTOGATE_GITHUB_ORGS="+org,
-		"OCTOGATE_CONTROLLER=false",
-		"OCTOGATE_LOG_FORMAT=json",
-	)
+	var extra []string
 	if o.rssEnv != "" {
-		cmd.Env = append(cmd.Env, strings.Split(o.rssEnv, ",")...)
+		extra = strings.Split(o.rssEnv, ",")
 		fmt.Printf("\noctogate serve runs with %s\n", o.rssEnv)
 	}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	stderr, err := cmd.StderrPipe()
+	serve, err := startServe(ctx, e, bin, extra)
 	if err != nil {
 		return []string{"rss: " + err.Error()}
 	}
-	if err := cmd.Start(); err != nil {
-		return []string{"rss: starting octogate serve: " + err.Error()}
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "webhook server listening" {
-				addrc <- line.Addr
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(30 * time.Second):
-		return []string{"rss: octogate serve did not log \"webhook server listening\" within 30s"}
-	}
-	pid := cmd.Process.Pid
+	defer serve.stop()
+	addr, pid := serve.addr, serve.pid
 	idle := procStatus(pid)
 	idleMetrics := scrape(addr, e.clientTLS)
 
@@ -194,6 +153,105 @@ func measureRSS(ctx context.Context, e *env, o options) []string {
 		fmt.Printf("TARGET rss %s with %d identities %s < %d MiB: %s\n", v.what, len(tokens), mib(v.bytes), rssTargetMiB, verdict)
 	}
 	return problems
+}
+
+// octogateBinary is o.octogate, or ./cmd/octogate built once into e.dir.
+func octogateBinary(ctx context.Context, e *env, o options) (string, error) {
+	if o.octogate != "" {
+		return o.octogate, nil
+	}
+	bin := filepath.Join(e.dir, "octogate")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/octogate/octogate/cmd/octogate").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/octogate: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// serveProcess is a running `octogate serve`.
+type serveProcess struct {
+	addr string // host:port of the webhook server
+	pid  int
+	stop func() // SIGTERM, then wait
+}
+
+// startServe runs `octogate serve` (no controller, JSON log on a pipe that is read and
+// dropped) with the certificates of e.dir, e's GitHub stand-in and org, then extra NAME=value
+// settings, and waits up to 30 s for its "webhook server listening" line.
+func startServe(ctx context.Context, e *env, bin string, extra []string) (*serveProcess, error) {
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = append(withoutOctogateVars(os.Environ()),
+		"OCTOGATE_LISTEN=127.0.0.1:0",
+		"OCTOGATE_TLS_CERT_FILE="+filepath.Join(e.dir, certs.ServingCertFile),
+		"OCTOGATE_TLS_KEY_FILE="+filepath.Join(e.dir, certs.ServingKeyFile),
+		"OCTOGATE_CLIENT_CA_FILE="+filepath.Join(e.dir, certs.ClientCACertFile),
+		"OCTOGATE_GITHUB_API_URL="+e.gh.URL(),
+		"OCTOGATE_GITHUB_CA_FILE="+e.ghCAFile,
+		"OCTOGATE_GITHUB_ORGS="+org,
+		"OCTOGATE_CONTROLLER=false",
+		"OCTOGATE_LOG_FORMAT=json",
+	)
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting octogate serve: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+	addrc := make(chan string, 1)
+	var tail tailBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "webhook server listening" {
+				addrc <- line.Addr
+				break
+			}
+			tail.add(sc.Text())
+		}
+		// The request log from here on: read, so that the process never blocks on it, and dropped.
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case addr := <-addrc:
+		return &serveProcess{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, fmt.Errorf("octogate serve did not log \"webhook server listening\" within 30s; its last lines:\n%s", tail.String())
+	}
+}
+
+// tailBuffer keeps the last lines a process logged before it was ready, for the error.
+type tailBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tailBuffer) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > 10 {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
 }
 
 func withoutOctogateVars(env []string) []string {
