@@ -76,7 +76,13 @@ type verified struct {
 	iat time.Time
 	exp time.Time
 	kid string // the signing key's, checked again on every use: a dropped key's sessions are refused
+	// next marks a JWT of another issuer that Next accepted (a GitHub Actions token): its
+	// later reviews go to Next at once, without decoding its claims again to read iss.
+	next bool
 }
+
+// nextMemory is how long a Verifier remembers that a token Next accepted is not a session.
+const nextMemory = 5 * time.Minute
 
 // NewVerifier builds a Verifier. It makes no network call: the issuer is discovered when the
 // first session needs its keys, so that `octogate serve` starts while the issuer is down.
@@ -149,6 +155,10 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	now := v.now()
 	key := sha256.Sum256([]byte(token))
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {
+		if s.next {
+			id, err := v.next.Lookup(ctx, token)
+			return id, tokenreview.CredentialActions, err
+		}
 		if !v.keys.knows(s.kid) {
 			v.cache.Remove(key)
 			return tokenreview.Identity{}, tokenreview.CredentialSession, refuse(tokenreview.ReasonBadSignature,
@@ -164,6 +174,11 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	if !ok || iss != v.issuer {
 		if v.next != nil {
 			id, err := v.next.Lookup(ctx, token)
+			if err == nil && ok {
+				// Only accepted tokens are remembered, so that tokens nobody accepts cannot
+				// push sessions out of the cache.
+				v.cache.Add(key, verified{next: true, exp: now.Add(nextMemory)})
+			}
 			return id, tokenreview.CredentialActions, err
 		}
 		if !ok {

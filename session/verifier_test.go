@@ -211,6 +211,24 @@ func TestVerifierOtherJWTs(t *testing.T) {
 	if err != nil || kind != tokenreview.CredentialActions || !strings.HasPrefix(id.Username, "github-actions:") {
 		t.Fatalf("another issuer's JWT goes to the next Lookup: %+v %s %v", id, kind, err)
 	}
+	// Remembered as not a session: later reviews still go to the next Lookup, which keeps
+	// the last word (a refusal there is answered), and the claims are not read again.
+	if e.v.cache.Len() != 1 {
+		t.Fatalf("%d cache entries after an accepted Actions token, want 1", e.v.cache.Len())
+	}
+	calls := e.next.calls
+	if _, kind, err := e.v.LookupKind(context.Background(), tok); err != nil || kind != tokenreview.CredentialActions || e.next.calls != calls+1 {
+		t.Fatalf("second review: kind %s, err %v, next called %d times, want once", kind, err, e.next.calls-calls)
+	}
+	e.next.errs = map[string]error{tok: refuse(tokenreview.ReasonNotMember, "removed")}
+	if _, kind, err := e.v.LookupKind(context.Background(), tok); reasonOf(err) != tokenreview.ReasonNotMember || kind != tokenreview.CredentialActions {
+		t.Fatalf("the next Lookup's refusal of a remembered token: %s %v", kind, err)
+	}
+	// A JWT nobody accepts is not remembered.
+	c["sub"] = "repo:acme/other:ref:refs/heads/main"
+	if _, _, err := e.v.LookupKind(context.Background(), signMap(t, e.keys, c)); err == nil || e.v.cache.Len() != 1 {
+		t.Fatalf("a refused JWT: err %v, %d cache entries, want a refusal and still 1", err, e.v.cache.Len())
+	}
 
 	noNext, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: clusterA, Keys: e.keys, Now: e.clock.now})
 	if err != nil {
