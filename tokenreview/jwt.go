@@ -73,7 +73,7 @@ func LooksLikeJWT(token string) bool {
 				return false
 			}
 			dots, partLen = dots+1, 0
-		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_':
+		case base64URL[c]:
 			partLen++
 		default:
 			return false
@@ -81,3 +81,12 @@ func LooksLikeJWT(token string) bool {
 	}
 	return dots == 2
 }
+
+// base64URL marks the bytes of the base64url alphabet (RFC 4648 section 5): one table load
+// per byte of a session on every review, rather than five comparisons.
+var base64URL = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	return t
+}()
