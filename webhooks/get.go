@@ -34,7 +34,8 @@ type getRoute struct{ rt *route }
 
 func (g getRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	ctx, outcome := withOutcome(r.Context())
+	outcome := &Outcome{}
+	ctx := withOutcome(r.Context(), outcome)
 	rw := &statusWriter{ResponseWriter: w}
 	defer g.rt.finish(r, rw, outcome, start)
 	select {

@@ -23,10 +23,9 @@ type Outcome struct {
 
 type outcomeKey struct{}
 
-// withOutcome returns a context that carries a slot for the handler's Outcome.
-func withOutcome(ctx context.Context) (context.Context, *Outcome) {
-	o := &Outcome{}
-	return context.WithValue(ctx, outcomeKey{}, o), o
+// withOutcome returns a context that carries o, the slot for the handler's Outcome.
+func withOutcome(ctx context.Context, o *Outcome) context.Context {
+	return context.WithValue(ctx, outcomeKey{}, o)
 }
 
 // Record stores the handler's Outcome in the request context. Outside a request served by

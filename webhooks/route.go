@@ -113,16 +113,18 @@ func bodyLimitText(n int64) string {
 
 // request holds the per-request wrappers, allocated once per request.
 type request struct {
-	rw   statusWriter
-	body bodyReader
+	rw      statusWriter
+	body    bodyReader
+	outcome Outcome
 }
 
 var errTooLarge = errors.New("request body too large")
 
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	ctx, outcome := withOutcome(r.Context())
 	req := &request{rw: statusWriter{ResponseWriter: w}}
+	outcome := &req.outcome
+	ctx := withOutcome(r.Context(), outcome)
 	defer func() {
 		if p := recover(); p != nil {
 			abort := p == http.ErrAbortHandler //nolint:errorlint // a panic value is never wrapped; net/http compares it the same way
@@ -270,7 +272,8 @@ func wrongMediaType(want, contentType string) string {
 
 // finish writes the request's log line and metrics.
 func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start time.Time) {
-	elapsed := time.Since(start)
+	end := time.Now()
+	elapsed := end.Sub(start)
 	status := rw.status
 	if status == 0 {
 		status = http.StatusOK // net/http's answer when the handler wrote nothing
@@ -281,7 +284,15 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start tim
 	}
 	rt.s.metrics.requests.WithLabelValues(rt.webhook, codeLabel(status), decision).Inc()
 	rt.duration.Observe(elapsed.Seconds())
-	rt.s.log.LogAttrs(r.Context(), slog.LevelInfo, "webhook request",
+	ctx := r.Context()
+	h := rt.s.log.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	// The record is made here rather than by Logger.LogAttrs, which would also take the
+	// caller's program counter (runtime.Callers) for a source that no handler of ours prints.
+	rec := slog.NewRecord(end, slog.LevelInfo, "webhook request", 0)
+	rec.AddAttrs(
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.String("webhook", rt.webhook),
@@ -293,6 +304,7 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start tim
 		slog.String("reason", o.Reason),
 		slog.String("remote", r.RemoteAddr),
 	)
+	_ = h.Handle(ctx, rec)
 }
 
 // readBody reads the whole body, up to limit bytes. A declared Content-Length above the
