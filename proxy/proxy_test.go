@@ -134,11 +134,13 @@ func newTestProxy(t testing.TB, up *upstream, limits Limits) *httptest.Server {
 		t.Fatal(err)
 	}
 	cfg := &rest.Config{Host: up.URL, BearerToken: "proxy-sa-token", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	p, err := New(Config{Upstream: cfg, Authenticator: tokens{"alice-token": alice, "bob-token": bob}, Authorizer: authz, Limits: limits, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	lg := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	p, err := New(Config{Upstream: cfg, Authenticator: tokens{"alice-token": alice, "bob-token": bob}, Authorizer: authz, Limits: limits, Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(p)
+	srv.Config = httpServer(p, lg) // NewServer's, with httptest's certificate and listener
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
