@@ -158,7 +158,7 @@ var shortBuffers = bufferPool{sync.Pool{New: func() any { return make([]byte, sh
 type bufferPool struct{ sync.Pool }
 
 func (p *bufferPool) Get() []byte  { return p.Pool.Get().([]byte) }
-func (p *bufferPool) Put(b []byte) { p.Pool.Put(b) } //nolint:staticcheck // a slice header per request; the 256 KiB behind it is what the pool keeps
+func (p *bufferPool) Put(b []byte) { p.Pool.Put(b) } //nolint:staticcheck // SA6002: a slice header per request; the pool keeps the 256 KiB behind it
 
 // serveShort forwards a request that is not an upgrade nor long-running to loc through rt, as
 // the upgrade-aware handler's httputil.ReverseProxy does (the location's host, the client's
