@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/octogate/octogate/webhooks"
 )
@@ -31,9 +33,17 @@ import (
 // The handler may already have decided about a refused request (controller-runtime calls it
 // for any body that decodes), so the guard holds the handler's outcome until the answer is
 // known and reports exactly one outcome per request: the handler's, or the error.
+//
+// A review the fast path takes (decodeReview) does not go through controller-runtime's
+// ServeHTTP: the guard calls hook.Handle and writes the answer itself (serveFast), which
+// this guard would let through anyway, so the handler reports its outcome directly.
 type envelopeGuard struct {
 	next     http.Handler
 	reporter reporter
+	// hook, when set, serves the reviews decodeReview takes; log is its logger, as
+	// controller-runtime's ServeHTTP would use it.
+	hook *ctrladmission.Webhook
+	log  logr.Logger
 }
 
 // heldOutcomeKey is the context key of the *heldOutcome a guarded handler reports into.
@@ -53,6 +63,13 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")
 		return
+	}
+	if g.hook != nil {
+		var rv fastReview
+		if decodeReview(r.Header.Get("Content-Type"), body, &rv) {
+			serveFast(ctx, w, g.hook, g.log, &rv)
+			return
+		}
 	}
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	g.next.ServeHTTP(gw, inner)
