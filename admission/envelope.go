@@ -57,8 +57,6 @@ type heldOutcome struct {
 
 func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	gw := &guardWriter{ResponseWriter: w}
-	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")
@@ -71,6 +69,8 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	gw := &guardWriter{ResponseWriter: w}
+	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	g.next.ServeHTTP(gw, inner)
 	switch {
