@@ -24,8 +24,9 @@ import (
 // AdmissionReview without apiVersion and kind carrying the error when the body does not
 // decode, or a review echoing whatever apiVersion and kind (even "foo/v1" "Pod") it was sent.
 //
-// It reads the first bytes of controller-runtime's answer rather than parsing the request a
-// second time, so a well-formed review costs one prefix comparison. controller-runtime writes
+// For a request the fast path leaves to controller-runtime, it reads the first bytes of
+// controller-runtime's answer rather than parsing the request a second time, so a review it
+// lets through costs one prefix comparison. controller-runtime writes
 // the whole answer with one json.Encoder.Encode of a v1.AdmissionReview, whose fields come out
 // in struct order: kind, apiVersion, response (whose first field is uid). Only a refused
 // request is parsed again, to say what is wrong with it.
@@ -35,8 +36,9 @@ import (
 // known and reports exactly one outcome per request: the handler's, or the error.
 //
 // A review the fast path takes (decodeReview) does not go through controller-runtime's
-// ServeHTTP: the guard calls hook.Handle and writes the answer itself (serveFast), which
-// this guard would let through anyway, so the handler reports its outcome directly.
+// ServeHTTP: the guard calls hook.Handle and writes the answer itself (serveFast). That
+// answer is one the guard would let through (a v1 or v1beta1 review with the request's
+// non-empty uid), so nothing is held: the handler reports its outcome directly.
 type envelopeGuard struct {
 	next     http.Handler
 	reporter reporter

@@ -25,7 +25,10 @@ import (
 // answer with a fresh json.Encoder; that was most of a review's CPU. It decodes once, calls
 // the same Webhook.Handle (the handler, its panic recovery and Response.Complete) and writes
 // the same bytes. Everything it does not take goes to ServeHTTP unchanged, so every error
-// answer is controller-runtime's. FuzzFastPath checks both give the same answer.
+// answer is controller-runtime's. TestFastPathAnswersAsControllerRuntime and FuzzFastPath
+// (its seeds run with every go test) post the same bodies both ways and compare status,
+// headers, bytes and outcomes, so a controller-runtime upgrade that changes its answer fails
+// them rather than the API server.
 
 // maxRequestSize is controller-runtime's body limit (http.go): a body of 7 MiB or more gets
 // its 413 review.
@@ -128,6 +131,9 @@ func putReviewBuffer(b *[]byte) {
 // as encoding/json escapes them (HTML characters included), maps in key order, and a
 // trailing newline. A status with fields controller-runtime's responses never set (kind,
 // apiVersion, metadata, details) is rare enough to go through encoding/json as a whole.
+// kube-apiserver reads the response's uid, allowed, status, patch, patchType,
+// auditAnnotations and warnings; see
+// https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response.
 func appendReview(b []byte, apiVersion string, res *admissionv1.AdmissionResponse) []byte {
 	if s := res.Result; s != nil && (s.TypeMeta != (metav1.TypeMeta{}) || s.ListMeta.SelfLink != "" ||
 		s.ListMeta.ResourceVersion != "" || s.ListMeta.Continue != "" || s.ListMeta.RemainingItemCount != nil || s.Details != nil) {

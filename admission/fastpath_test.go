@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -160,6 +161,46 @@ func TestFastPathLeavesLargeBodiesToControllerRuntime(t *testing.T) {
 			t.Errorf("%d bytes: decodeReview = %v, want %v", size, got, want)
 		}
 		assertSameAnswer(t, "application/json", body)
+	}
+}
+
+// failingWriter fails its first Write and keeps what it is asked to write.
+type failingWriter struct {
+	header http.Header
+	writes []string
+}
+
+func (w *failingWriter) Header() http.Header { return w.header }
+func (w *failingWriter) WriteHeader(int)     {}
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, string(p))
+	if len(w.writes) == 1 {
+		return 0, errors.New("broken pipe")
+	}
+	return len(p), nil
+}
+
+// When the answer cannot be written, controller-runtime tries once more with a 500 review;
+// the fast path does the same.
+func TestFastPathRetriesAFailedWriteAsControllerRuntime(t *testing.T) {
+	body := reviewBody(t, v1, namespaceRequest(admissionv1.Create, `{"metadata":{"name":"a"}}`, "", octocat))
+	var got [2][]string
+	for i, fast := range []bool{true, false} {
+		h, _ := testMutator(t)
+		if !fast {
+			h = withoutFastPath(t, h)
+		}
+		r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/", readBody{bytes.NewReader(body)})
+		r.Header.Set("Content-Type", "application/json")
+		w := &failingWriter{header: http.Header{}}
+		h.ServeHTTP(w, r)
+		got[i] = w.writes
+	}
+	if len(got[1]) != 2 || !strings.Contains(got[1][1], `"code":500`) {
+		t.Fatalf("controller-runtime wrote %q, want the review and then a 500 review", got[1])
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Errorf("fast path wrote %q\ncontroller-runtime %q", got[0], got[1])
 	}
 }
 
