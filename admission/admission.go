@@ -110,20 +110,19 @@ func NewValidator(cfg Config) (http.Handler, error) {
 // webhooks.Record slot and the envelope guard's hold on the outcome. MetricsPath stays
 // empty: the webhooks server meters every route itself. The log constructor adds nothing per
 // request (the default formats six attributes on every review, a sixth of its cost); reporter
-// logs the review instead.
+// logs the review instead. The reviews kube-apiserver sends take the fast path (decodeReview,
+// serveFast) to the same Webhook.Handle; the rest go through the webhook's ServeHTTP.
 func standalone(h ctrladmission.Handler, rep reporter) (http.Handler, error) {
-	log := rep.log
-	hook, err := ctrladmission.StandaloneWebhook(
-		&ctrladmission.Webhook{
-			Handler:        h,
-			LogConstructor: func(base logr.Logger, _ *ctrladmission.Request) logr.Logger { return base },
-		},
-		ctrladmission.StandaloneOptions{Logger: logr.FromSlogHandler(log.Handler())},
-	)
+	log := logr.FromSlogHandler(rep.log.Handler())
+	wh := &ctrladmission.Webhook{
+		Handler:        h,
+		LogConstructor: func(base logr.Logger, _ *ctrladmission.Request) logr.Logger { return base },
+	}
+	hook, err := ctrladmission.StandaloneWebhook(wh, ctrladmission.StandaloneOptions{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	return envelopeGuard{next: hook, reporter: rep}, nil
+	return envelopeGuard{next: hook, reporter: rep, hook: wh, log: log}, nil
 }
 
 // isNamespace reports whether req is about a Namespace object itself (not a subresource

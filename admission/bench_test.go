@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -46,6 +47,24 @@ func BenchmarkMutateAsKubectlCreates(b *testing.B) {
 	for b.Loop() {
 		if w := serve(ctx, h, body); w.Code != http.StatusOK {
 			b.Fatal(w.Code)
+		}
+	}
+}
+
+// BenchmarkValidate measures one Namespace UPDATE review through the validating webhook's
+// HTTP handler: a user who is neither an admin nor the owner changes a label (RBAC let them),
+// which is allowed.
+func BenchmarkValidate(b *testing.B) {
+	h, _ := testValidator(b)
+	old := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"kubernetes.io/metadata.name":"team-a"},` +
+		`"annotations":{"octogate.dev/creator":"github:hubot:42","octogate.dev/creator-uid":"42","octogate.dev/creator-groups":"[\"github:acme\"]"}},"spec":{},"status":{"phase":"Active"}}`
+	body := reviewBody(b, v1, namespaceRequest(admissionv1.Update, strings.Replace(old, `"team-a"}`, `"team-a","tier":"gold"}`, 1), old, octocat))
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if w := serve(ctx, h, body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"allowed":true`) {
+			b.Fatal(w.Code, w.Body)
 		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/octogate/octogate/webhooks"
 )
@@ -22,8 +24,9 @@ import (
 // AdmissionReview without apiVersion and kind carrying the error when the body does not
 // decode, or a review echoing whatever apiVersion and kind (even "foo/v1" "Pod") it was sent.
 //
-// It reads the first bytes of controller-runtime's answer rather than parsing the request a
-// second time, so a well-formed review costs one prefix comparison. controller-runtime writes
+// For a request the fast path leaves to controller-runtime, it reads the first bytes of
+// controller-runtime's answer rather than parsing the request a second time, so a review it
+// lets through costs one prefix comparison. controller-runtime writes
 // the whole answer with one json.Encoder.Encode of a v1.AdmissionReview, whose fields come out
 // in struct order: kind, apiVersion, response (whose first field is uid). Only a refused
 // request is parsed again, to say what is wrong with it.
@@ -31,9 +34,18 @@ import (
 // The handler may already have decided about a refused request (controller-runtime calls it
 // for any body that decodes), so the guard holds the handler's outcome until the answer is
 // known and reports exactly one outcome per request: the handler's, or the error.
+//
+// A review the fast path takes (decodeReview) does not go through controller-runtime's
+// ServeHTTP: the guard calls hook.Handle and writes the answer itself (serveFast). That
+// answer is one the guard would let through (a v1 or v1beta1 review with the request's
+// non-empty uid), so nothing is held: the handler reports its outcome directly.
 type envelopeGuard struct {
 	next     http.Handler
 	reporter reporter
+	// hook, when set, serves the reviews decodeReview takes; log is its logger, as
+	// controller-runtime's ServeHTTP would use it.
+	hook *ctrladmission.Webhook
+	log  logr.Logger
 }
 
 // heldOutcomeKey is the context key of the *heldOutcome a guarded handler reports into.
@@ -47,13 +59,20 @@ type heldOutcome struct {
 
 func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	gw := &guardWriter{ResponseWriter: w}
-	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")
 		return
 	}
+	if g.hook != nil {
+		var rv fastReview
+		if decodeReview(r.Header.Get("Content-Type"), body, &rv) {
+			serveFast(ctx, w, g.hook, g.log, &rv)
+			return
+		}
+	}
+	gw := &guardWriter{ResponseWriter: w}
+	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	g.next.ServeHTTP(gw, inner)
 	switch {

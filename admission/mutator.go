@@ -277,8 +277,9 @@ var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
 	return safe
 }()
 
-// appendJSONString appends s as a JSON string literal, escaping like encoding/json:
-// quote, backslash, control characters, <, >, &, U+2028, U+2029, and invalid UTF-8 as U+FFFD.
+// appendJSONString appends s as a JSON string literal, escaping like encoding/json (Go 1.22
+// and later): quote, backslash, control characters (\b, \f, \n, \r, \t by name), <, >, &,
+// U+2028, U+2029, and invalid UTF-8 as U+FFFD.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
@@ -293,6 +294,10 @@ func appendJSONString(b []byte, s string) []byte {
 			switch c {
 			case '"', '\\':
 				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
 			case '\n':
 				b = append(b, '\\', 'n')
 			case '\r':

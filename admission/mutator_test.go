@@ -333,7 +333,7 @@ func TestEscapePointer(t *testing.T) {
 }
 
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `"quoted"\`, "<a&b>", "\x00\x1f\x7f", "\n\r\t", "é\u2028\u2029😀", "bad\xffutf8\xc3"} {
+	for _, s := range []string{"", "plain", `"quoted"\`, "<a&b>", "\x00\x1f\x7f", "\n\r\t", "\b\f\v", "é\u2028\u2029😀", "bad\xffutf8\xc3"} {
 		want, _ := json.Marshal(s)
 		if got := appendJSONString(nil, s); string(got) != string(want) {
 			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)

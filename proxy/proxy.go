@@ -162,7 +162,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, err := p.limits.acquire(u.GetUID(), longRunning(info))
+	long := longRunning(info)
+	release, err := p.limits.acquire(u.GetUID(), long)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		p.log.LogAttrs(ctx, slog.LevelInfo, "request throttled", slog.String("user", u.Name), slog.String("limit", err.Error()))
@@ -174,7 +175,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.Groups = append(u.Groups, g)
 	}
 	p.metrics.requests.WithLabelValues("forwarded").Inc()
-	p.forward.serve(w, r, u)
+	p.forward.serve(w, r, u, long)
 }
 
 // refuse answers err as kube-apiserver would (a JSON Status) and counts it.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -134,11 +135,13 @@ func newTestProxy(t testing.TB, up *upstream, limits Limits) *httptest.Server {
 		t.Fatal(err)
 	}
 	cfg := &rest.Config{Host: up.URL, BearerToken: "proxy-sa-token", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	p, err := New(Config{Upstream: cfg, Authenticator: tokens{"alice-token": alice, "bob-token": bob}, Authorizer: authz, Limits: limits, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	lg := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	p, err := New(Config{Upstream: cfg, Authenticator: tokens{"alice-token": alice, "bob-token": bob}, Authorizer: authz, Limits: limits, Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(p)
+	srv.Config = httpServer(p, lg) // NewServer's, with httptest's certificate and listener
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -482,4 +485,37 @@ func openWatch(t *testing.T, srv *httptest.Server) *bufio.Reader {
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
 	return bufio.NewReader(resp.Body)
+}
+
+// TestUpstreamTransports: both upstream transports, the proxy's own (the CA as data) and
+// client-go's (the CA in a file client-go reloads, as in-cluster), bring a 1 MiB list whole,
+// over HTTP/2, with the proxy's token. (The frame size is BenchmarkList's to show.)
+func TestUpstreamTransports(t *testing.T) {
+	up := newUpstream(t)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw})
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tls := range map[string]rest.TLSClientConfig{"CA data": {CAData: ca}, "CA file": {CAFile: caFile}} {
+		t.Run(name, func(t *testing.T) {
+			rt, err := upstreamTransport(&rest.Config{Host: up.URL, BearerToken: "proxy-sa-token", TLSClientConfig: tls})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodGet, up.URL+"/api/v1/namespaces/team-a/pods?big=1", nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || n != 1<<20 || resp.ProtoMajor != 2 {
+				t.Errorf("got %d, %d bytes over %s; want 200, 1 MiB over HTTP/2", resp.StatusCode, n, resp.Proto)
+			}
+			if got := up.requests()[len(up.requests())-1].Header.Get("Authorization"); got != "Bearer proxy-sa-token" {
+				t.Errorf("Authorization upstream = %q", got)
+			}
+		})
+	}
 }

@@ -72,15 +72,28 @@ func NewServer(cfg ServerConfig, h http.Handler) (*Server, error) {
 		return nil, fmt.Errorf("proxy: TLSCertFile/TLSKeyFile (%s, %s): %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
 	}
 	s := &Server{cfg: cfg, log: lg, cert: cert, up: make(chan struct{})}
-	s.srv = &http.Server{
+	s.srv = httpServer(h, lg)
+	s.srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cert.GetCertificate}
+	return s, nil
+}
+
+// maxFrameSize is the largest HTTP/2 frame the proxy takes from a client, kube-apiserver's
+// own (resourceBody99Percentile in k8s.io/apiserver's secure serving): a large apply body
+// comes in frames of 256 KiB rather than 16 KiB. The receive windows stay net/http's 1 MiB
+// per stream and per connection, which bounds what an idle or slow connection holds.
+const maxFrameSize = 256 << 10
+
+// httpServer is the proxy's http.Server for h without its TLS settings: its timeouts, header
+// limit, HTTP/2 settings and error log (to lg). The tests serve the proxy with it too.
+func httpServer(h http.Handler, lg *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           h,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cert.GetCertificate},
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxReadFrameSize: maxFrameSize},
 		ErrorLog:          log.New(errorWriter{lg}, "", 0),
 	}
-	return s, nil
 }
 
 // Addr is the listening address once Run listens (Up is closed), else nil.
