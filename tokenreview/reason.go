@@ -148,12 +148,14 @@ type ReasonCoder interface {
 // Reason is the reason code of a Lookup's answer: ReasonNone for nil, the code carried by a
 // refusal or an unavailability, ReasonGitHubUnavailable for any other error.
 func Reason(err error) string {
+	if err == nil {
+		// Before the targets of errors.As, which escape: an authenticated review allocates none.
+		return ReasonNone
+	}
 	var re *reviewError
 	var rl *RateLimitError
 	var rc ReasonCoder
 	switch {
-	case err == nil:
-		return ReasonNone
 	case errors.As(err, &re):
 		return re.reason
 	case errors.As(err, &rc):
