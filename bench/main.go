@@ -102,37 +102,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -bare-rounds must be positive")
 		os.Exit(2)
 	}
-	for r := range strings.SplitSeq(bareRouteList, ",") {
-		r = strings.TrimSpace(r)
-		switch {
-		case r == "" || slices.Contains(o.bareRoutes, r):
-		case !slices.Contains(bareRoutes, r):
-			fmt.Fprintf(os.Stderr, "bench: -bare-routes: unknown route %q; want some of %s\n", r, strings.Join(bareRoutes, ", "))
-			os.Exit(2)
-		default:
-			o.bareRoutes = append(o.bareRoutes, r)
-		}
-	}
+	o.bareRoutes = pickRoutes("-bare-routes", bareRouteList, bareRoutes, o.bareRoutes)
 	if o.workers <= 0 || o.rounds <= 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -rounds and -duration must be positive, -warmup not negative")
 		os.Exit(2)
 	}
-	o.routes = []string{routeBaseline}
-	for r := range strings.SplitSeq(routes, ",") {
-		r = strings.TrimSpace(r)
-		switch {
-		case r == "" || slices.Contains(o.routes, r):
-		case !slices.Contains(allRoutes, r):
-			fmt.Fprintf(os.Stderr, "bench: -routes: unknown route %q; want some of %s\n", r, strings.Join(allRoutes, ", "))
-			os.Exit(2)
-		default:
-			o.routes = append(o.routes, r)
-		}
-	}
+	o.routes = pickRoutes("-routes", routes, allRoutes, []string{routeBaseline})
 	if err := bench(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAIL:", err)
 		os.Exit(1)
 	}
+}
+
+// pickRoutes appends to picked the routes of the comma list (of flag), each once, in order;
+// a route not in known ends the process with status 2.
+func pickRoutes(flag, list string, known, picked []string) []string {
+	for r := range strings.SplitSeq(list, ",") {
+		r = strings.TrimSpace(r)
+		switch {
+		case r == "" || slices.Contains(picked, r):
+		case !slices.Contains(known, r):
+			fmt.Fprintf(os.Stderr, "bench: %s: unknown route %q; want some of %s\n", flag, r, strings.Join(known, ", "))
+			os.Exit(2)
+		default:
+			picked = append(picked, r)
+		}
+	}
+	return picked
 }
 
 // env is the server under test and what talks to it.
