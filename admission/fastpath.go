@@ -135,8 +135,7 @@ func putReviewBuffer(b *[]byte) {
 // auditAnnotations and warnings; see
 // https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response.
 func appendReview(b []byte, apiVersion string, res *admissionv1.AdmissionResponse) []byte {
-	if s := res.Result; s != nil && (s.TypeMeta != (metav1.TypeMeta{}) || s.ListMeta.SelfLink != "" ||
-		s.ListMeta.ResourceVersion != "" || s.ListMeta.Continue != "" || s.ListMeta.RemainingItemCount != nil || s.Details != nil) {
+	if s := res.Result; s != nil && (s.TypeMeta != (metav1.TypeMeta{}) || s.ListMeta != (metav1.ListMeta{}) || s.Details != nil) {
 		raw, err := json.Marshal(admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{Kind: reviewKind, APIVersion: apiVersion},
 			Response: res,

@@ -384,8 +384,11 @@ func checkOnce(route string, w workload) error {
 	c := newClient(w.addr, w.tls)
 	defer c.close()
 	status, body, _, err := c.do(w.next())
-	if err != nil || status != http.StatusOK || !bytes.Contains(body, w.expect) {
-		return fmt.Errorf("%s: first request: %v HTTP %d %.500s (want %s)", route, err, status, body, w.expect)
+	if err != nil {
+		return fmt.Errorf("%s: first request: %w", route, err)
+	}
+	if status != http.StatusOK || !bytes.Contains(body, w.expect) {
+		return fmt.Errorf("%s: first request: HTTP %d %.500s (want %s)", route, status, body, w.expect)
 	}
 	return nil
 }
@@ -416,8 +419,12 @@ func mintSessions(addr string, cfg *tls.Config, req []byte, n, workers int) ([]s
 				}
 				if err != nil || status != http.StatusOK || answer.AccessToken == "" {
 					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("token exchange: %v HTTP %d %.300s", err, status, body)
+					switch {
+					case firstErr != nil:
+					case err != nil:
+						firstErr = fmt.Errorf("token exchange: %w", err)
+					default:
+						firstErr = fmt.Errorf("token exchange: HTTP %d %.300s", status, body)
 					}
 					mu.Unlock()
 					next.Store(int64(n)) // stop every worker

@@ -166,7 +166,7 @@ func octogateBinary(ctx context.Context, e *env, o options) (string, error) {
 	}
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/octogate/octogate/cmd/octogate").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/octogate: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/octogate: %w\n%s", err, out)
 	}
 	return bin, nil
 }
