@@ -84,11 +84,13 @@ lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	$(GO) -C tools/lint build -o $(CURDIR)/$@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-## bench: load benchmark of every route against a bare TLS handler, micro-benchmarks, and the
-## ownership controller with $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
+## bench: load benchmark of every route against a bare TLS handler, micro-benchmarks, the
+## impersonating proxy against a real kube-apiserver, and the ownership controller with
+## $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
 bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/
+	OCTOGATE_K8S_BIN=$(K8S_BIN) $(GO) test -run '^$$' -bench ProxyRealAPIServer -benchtime 50x -count 5 ./test/e2e/
 	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
 
 ## bench-bare: only the hot routes of `octogate serve` against a bare TLS handler, separate

@@ -192,7 +192,7 @@ func inCI() bool { return os.Getenv("CI") == "true" }
 
 // requireEnv returns the shared cluster, or ends the test: skip when the Kubernetes binaries
 // are missing (or with -short) outside CI, fail in CI or when setup failed.
-func requireEnv(t *testing.T) *testEnv {
+func requireEnv(t testing.TB) *testEnv {
 	t.Helper()
 	if notRun != "" {
 		if inCI() {

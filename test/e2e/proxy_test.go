@@ -40,7 +40,7 @@ type proxyEnv struct {
 	work   string
 }
 
-func startProxyEnv(t *testing.T, e *testEnv) *proxyEnv {
+func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	t.Helper()
 	p := &proxyEnv{e: e, work: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
