@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilproxy "k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
-	"k8s.io/streaming/pkg/httpstream"
 )
 
 // forwarder sends requests to kube-apiserver as the proxy's identity, impersonating a user.
@@ -46,7 +41,7 @@ func newForwarder(cfg *rest.Config, log *slog.Logger) (*forwarder, error) {
 	if cfg.Impersonate.UserName != "" || len(cfg.Impersonate.Groups) > 0 {
 		return nil, errors.New("proxy: Upstream must not impersonate anyone itself")
 	}
-	rt, err := upstreamTransport(cfg)
+	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: Upstream transport: %w", err)
 	}
@@ -64,59 +59,9 @@ func newForwarder(cfg *rest.Config, log *slog.Logger) (*forwarder, error) {
 	return &forwarder{location: loc, rt: rt, headers: headers, log: log, responder: &errorResponder{log: log}}, nil
 }
 
-// upstreamFrameSize is the largest HTTP/2 DATA frame the proxy accepts from kube-apiserver
-// (SETTINGS_MAX_FRAME_SIZE, RFC 9113 §6.5.2): 1 MiB where client-go's transport says 16 KiB,
-// so a list comes in a few frames rather than one per 16 KiB.
-const upstreamFrameSize = 1 << 20
-
-// upstreamTransport is client-go's transport for cfg (its TLS settings, dialer, HTTP proxy,
-// HTTP/2 health check, and the credential and user-agent wrappers) as rest.TransportFor
-// builds it, but the proxy's own rather than the one client-go caches and shares for the same
-// TLS settings, and taking HTTP/2 frames of up to upstreamFrameSize. Where client-go re-reads
-// rotated CA or client certificate files (in-cluster, the CA file), or cfg brings its own
-// Transport, it is rest.TransportFor's, with client-go's 16 KiB frames.
-func upstreamTransport(cfg *rest.Config) (http.RoundTripper, error) {
-	tc, err := cfg.TransportConfig()
-	if err != nil {
-		return nil, err
-	}
-	if tc.Transport != nil {
-		return rest.TransportFor(cfg)
-	}
-	tlsConfig, err := transport.TLSConfigFor(tc) // also marks the files client-go would reload
-	if err != nil {
-		return nil, err
-	}
-	if tc.TLS.ReloadCAFiles || tc.TLS.ReloadTLSFiles {
-		return rest.TransportFor(cfg)
-	}
-	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if tc.DialHolder != nil {
-		dial = tc.DialHolder.Dial
-	}
-	proxy := http.ProxyFromEnvironment
-	if tc.Proxy != nil {
-		proxy = tc.Proxy
-	}
-	// The same fields as client-go's transport cache sets; HTTP2 before SetTransportDefaults,
-	// which configures HTTP/2 (golang.org/x/net/http2 reads it for each new connection).
-	t := utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               proxy,
-		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig:     tlsConfig,
-		MaxIdleConnsPerHost: 25,
-		DialContext:         dial,
-		DisableCompression:  tc.DisableCompression,
-		HTTP2:               &http.HTTP2Config{MaxReadFrameSize: upstreamFrameSize},
-	})
-	return transport.HTTPWrappersForConfig(tc, t)
-}
-
 // serve forwards r as u. The client's Authorization and Impersonate-* headers never reach
 // kube-apiserver: the first is replaced by the proxy's credentials, the second refused before.
-// A longRunning request (watch, logs, exec, ...) is copied through a small buffer; any other
-// through a large one.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo, longRunning bool) {
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo) {
 	r.Header.Del("Authorization")
 	as := transport.ImpersonationConfig{UserName: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 	// The location is the request's own path and query under kube-apiserver's base URL: the
@@ -131,12 +76,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.Defaul
 		loc.RawPath = ""
 	}
 	loc.RawQuery = r.URL.RawQuery
-	rt := transport.NewImpersonatingRoundTripper(as, f.rt)
-	if !longRunning && !httpstream.IsUpgradeRequest(r) {
-		f.serveShort(w, r, &loc, rt)
-		return
-	}
-	h := utilproxy.NewUpgradeAwareHandler(&loc, rt, false, false, f.responder)
+	h := utilproxy.NewUpgradeAwareHandler(&loc, transport.NewImpersonatingRoundTripper(as, f.rt), false, false, f.responder)
 	h.UseLocationHost = true
 	// Watch events and followed logs are passed on as they come.
 	h.FlushInterval = -1
@@ -144,40 +84,6 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.Defaul
 	// settings and carry the headers the credential and impersonation round trippers set.
 	h.UpgradeTransport = utilproxy.NewUpgradeRequestRoundTripper(f.rt, transport.NewImpersonatingRoundTripper(as, f.headers))
 	h.ServeHTTP(w, r)
-}
-
-// shortBufferSize is the copy buffer of a request that is not long-running (a get, a list):
-// a 1 MiB list goes to the client in four writes of up to 256 KiB, each handed to the HTTP/2
-// server at once, where httputil.ReverseProxy's own 32 KiB buffer takes 32.
-const shortBufferSize = 256 << 10
-
-// shortBuffers are the copy buffers of short requests. Long-running ones (a watch holds its
-// buffer for as long as it is open) keep httputil.ReverseProxy's 32 KiB.
-var shortBuffers = bufferPool{sync.Pool{New: func() any { return make([]byte, shortBufferSize) }}}
-
-type bufferPool struct{ sync.Pool }
-
-func (p *bufferPool) Get() []byte  { return p.Pool.Get().([]byte) }
-func (p *bufferPool) Put(b []byte) { p.Pool.Put(b) } //nolint:staticcheck // SA6002: a slice header per request; the pool keeps the 256 KiB behind it
-
-// serveShort forwards a request that is not an upgrade nor long-running to loc through rt, as
-// the upgrade-aware handler's httputil.ReverseProxy does (the location's host, the client's
-// address appended to X-Forwarded-For, written as it comes), with a shortBufferSize buffer.
-func (f *forwarder) serveShort(w http.ResponseWriter, r *http.Request, loc *url.URL, rt http.RoundTripper) {
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = loc
-			pr.Out.Host = loc.Host
-			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-			pr.SetXForwarded()
-		},
-		Transport:     rt,
-		FlushInterval: -1,
-		BufferPool:    &shortBuffers,
-		ErrorHandler:  f.responder.Error,
-		ErrorLog:      log.New(errorWriter{f.log}, "", 0),
-	}
-	rp.ServeHTTP(w, r)
 }
 
 // errorResponder answers a failure to reach kube-apiserver: 503 without the failure's detail

@@ -162,8 +162,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	long := longRunning(info)
-	release, err := p.limits.acquire(u.GetUID(), long)
+	release, err := p.limits.acquire(u.GetUID(), longRunning(info))
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		p.log.LogAttrs(ctx, slog.LevelInfo, "request throttled", slog.String("user", u.Name), slog.String("limit", err.Error()))
@@ -175,7 +174,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.Groups = append(u.Groups, g)
 	}
 	p.metrics.requests.WithLabelValues("forwarded").Inc()
-	p.forward.serve(w, r, u, long)
+	p.forward.serve(w, r, u)
 }
 
 // refuse answers err as kube-apiserver would (a JSON Status) and counts it.
