@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,11 @@ of the same name that overrides it.`,
 		defer stop()
 		log, flush := newLogger(cfg.LogFormat, os.Stderr)
 		defer flush()
+		_, gogcSet := os.LookupEnv("GOGC")
+		if target := gcHeapTarget(cfg.GCHeapTarget, debug.SetMemoryLimit(-1), gogcSet); target > 0 {
+			go tuneGC(ctx, target, time.Second)
+			log.Info("garbage collector aims at a heap target", "bytes", target)
+		}
 		return serve(ctx, cfg, log)
 	}
 	return cmd
