@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	jsonexp "github.com/go-json-experiment/json"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
@@ -39,10 +40,18 @@ type namespaceMeta struct {
 //
 // encoding/json decodes field names case-insensitively, so it would take "Annotations" for
 // metadata.annotations, which kube-apiserver does not; a patch built on that would not apply.
+//
+// go-json-experiment/json decodes first: with its defaults it matches names case-sensitively
+// and skips unknown ones, as kjson here, and refuses duplicate names and invalid UTF-8, where
+// kjson takes the last and replaces; any body it refuses is decoded again by kjson, whose
+// answer stands. FuzzNamespaceDecodersAgree checks that both give the same object.
 func decodeInto(data []byte, ns *corev1.Namespace) error {
 	var obj namespaceObject
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
-		return jsonObjectError(data, err)
+	if !decodeNamespaceQuick(data, &obj) {
+		obj = namespaceObject{}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &obj); err != nil {
+			return jsonObjectError(data, err)
+		}
 	}
 	if (obj.Kind != "" && obj.Kind != "Namespace") || (obj.APIVersion != "" && obj.APIVersion != "v1") {
 		return fmt.Errorf("object is %s %s, not v1 Namespace", obj.APIVersion, obj.Kind)
@@ -58,6 +67,12 @@ func decodeInto(data []byte, ns *corev1.Namespace) error {
 		},
 	}
 	return nil
+}
+
+// decodeNamespaceQuick decodes data into obj with go-json-experiment/json's defaults and
+// reports whether it could (see decodeInto).
+func decodeNamespaceQuick(data []byte, obj *namespaceObject) bool {
+	return jsonexp.Unmarshal(data, obj) == nil
 }
 
 // jsonObjectError restates err, kjson's error for data, in JSON words. kjson's error types

@@ -15,6 +15,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 )
 
 // fastPathRoutes are both Namespace webhooks as the router mounts them.
@@ -145,6 +146,11 @@ func TestFastPathTakesTheGoldenRequests(t *testing.T) {
 			if !decodeReview("application/json", body, &rv) {
 				t.Errorf("the fast path does not take %s", path)
 			}
+			// The undecodable ones repeat a name in the object on purpose, which only
+			// sigs.k8s.io/json takes.
+			if quick := decodeReviewQuick(body, &rv); quick == strings.Contains(path, "undecodable") {
+				t.Errorf("go-json-experiment/json decodes %s: %v", path, quick)
+			}
 			assertSameAnswer(t, "application/json", body)
 		})
 	}
@@ -249,5 +255,67 @@ func TestAppendReviewMatchesEncodingJSON(t *testing.T) {
 func FuzzFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		assertSameAnswer(t, "application/json", body)
+	})
+}
+
+// decoderSeeds are bodies where go-json-experiment/json and sigs.k8s.io/json could part:
+// names in other cases and folds, duplicates, null, escapes, invalid UTF-8, RawExtension
+// with whitespace, numbers where strings belong, trailing data.
+var decoderSeeds = []string{
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Namespace"},"operation":"CREATE","userInfo":{"username":"github:bob:1002","uid":"1002","groups":["github:acme"],"extra":{"k":["v"],"e":[],"n":null}},"object":{"metadata":{"name":"a"}},"dryRun":false}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object": { "metadata" : { "name" : "a" } } ,"oldObject":null,"options":{"kind":"CreateOptions"}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"UID":"u","uid":"v"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"\ud800\u00e9\n"}}`,
+	"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"\xff\"}}",
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","dryRun":null,"userInfo":null,"requestKind":null}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":"x","name":1}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"},"response":{"uid":"r"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"}} {}`,
+	`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a","labels":{"a":"b","a":"c"},"annotations":{"x":"y"},"deletionTimestamp":"2026-01-02T03:04:05Z"}}`,
+	`{"metadata":{"Name":"a","name":"b","deletionTimestamp":null,"annotations":null}}`,
+	`{"metadata":{"name":"a","deletionTimestamp":"yesterday"}}`,
+	"{\"metadata\":{\"annotations\":{\"k\":\"\xed\xa0\x80\"}},\"spec\":{\"finalizers\":[\"kubernetes\"]}}",
+	`{"kind":"Namespace","Kind":"Pod","metadata":{}}`, `null`, `[]`, `{}`, ``,
+}
+
+// FuzzReviewDecodersAgree: a body decodeReviewQuick takes is taken by sigs.k8s.io/json
+// (the rest of decodeReview) with the same request and apiVersion.
+func FuzzReviewDecodersAgree(f *testing.F) {
+	for _, s := range decoderSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var quick fastReview
+		if !decodeReviewQuick(body, &quick) {
+			return
+		}
+		var slow fastReview
+		if !decodeReviewSlow(body, &slow) {
+			t.Fatalf("quick decoder took %q, sigs.k8s.io/json does not", body)
+		}
+		if !reflect.DeepEqual(quick, slow) {
+			t.Fatalf("quick decoder gave %+v, sigs.k8s.io/json %+v for %q", quick, slow, body)
+		}
+	})
+}
+
+// FuzzNamespaceDecodersAgree: an object decodeNamespaceQuick decodes, sigs.k8s.io/json
+// decodes into the same namespaceObject.
+func FuzzNamespaceDecodersAgree(f *testing.F) {
+	for _, s := range decoderSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var quick, slow namespaceObject
+		if !decodeNamespaceQuick(data, &quick) {
+			return
+		}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &slow); err != nil {
+			t.Fatalf("quick decoder took %q, sigs.k8s.io/json: %v", data, err)
+		}
+		if !reflect.DeepEqual(quick, slow) {
+			t.Fatalf("quick decoder gave %+v, sigs.k8s.io/json %+v for %q", quick, slow, data)
+		}
 	})
 }
