@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"time"
 )
 
 // defaultGCHeapTarget is the heap the garbage collector may fill before it runs when no
@@ -50,32 +50,46 @@ func gcPercentFor(live, target uint64) int {
 }
 
 // tuneGC makes the garbage collector aim at a heap of target bytes rather than at twice the
-// live heap, until ctx is done: after each collection (checked every interval) it sets GOGC to
-// gcPercentFor the live heap that collection found (runtime/metrics /gc/heap/live:bytes).
+// live heap, until ctx is done: after each collection it sets GOGC to gcPercentFor the live
+// heap that collection found (runtime/metrics /gc/heap/live:bytes). It returns at once; the
+// work runs in a cleanup (runtime.AddCleanup) of an object made unreachable again after each
+// collection, so GOGC follows a live heap that grows quickly (the token cache filling) one
+// collection behind, not a polling interval behind.
+//
 // A cached review's garbage is a few KiB, and at GOGC=100 with a live heap of a few MiB the
 // collector ran every thousand requests or so, about a sixth of a review's CPU (hot-routes.sh);
 // with the heap allowed to grow to target it runs several times less often. As the live heap
 // grows towards target, collections come sooner than at GOGC=100, so resident memory stays
 // near target. The runtime's go_gc_gogc_percent metric shows the value in force.
-// ByteDance's gctuner (github.com/bytedance/gopkg/util/gctuner) does the same from a
-// finalizer with HeapInuse, which right after a collection still counts the garbage not yet
-// swept: under hot-routes.sh it saw about twice octogate's live heap and set GOGC 175 where
-// about 500 was due.
-func tuneGC(ctx context.Context, target uint64, interval time.Duration) {
-	samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
-	var cycles uint64
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		metrics.Read(samples)
-		if n := samples[0].Value.Uint64(); n != cycles {
-			cycles = n
-			debug.SetGCPercent(gcPercentFor(samples[1].Value.Uint64(), target))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+// ByteDance's gctuner (github.com/bytedance/gopkg/util/gctuner) works the same way but reads
+// HeapInuse, which right after a collection still counts the garbage not yet swept: under
+// hot-routes.sh it saw about twice octogate's live heap and set GOGC 175 where about 500 was
+// due.
+func tuneGC(ctx context.Context, target uint64) {
+	t := &gcTuner{ctx: ctx, target: target, live: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t.arm()
+}
+
+type gcTuner struct {
+	ctx    context.Context
+	target uint64
+	live   []metrics.Sample // touched by one cleanup at a time
+}
+
+// gcSentinel is the object whose cleanup runs after the collection that finds it
+// unreachable; at 32 bytes it is not batched by the tiny allocator, whose objects' cleanups
+// may never run.
+type gcSentinel [4]uint64
+
+func (t *gcTuner) arm() {
+	runtime.AddCleanup(new(gcSentinel), func(t *gcTuner) { t.afterGC() }, t)
+}
+
+func (t *gcTuner) afterGC() {
+	if t.ctx.Err() != nil {
+		return
 	}
+	metrics.Read(t.live)
+	debug.SetGCPercent(gcPercentFor(t.live[0].Value.Uint64(), t.target))
+	t.arm()
 }

@@ -60,7 +60,7 @@ of the same name that overrides it.`,
 		defer flush()
 		_, gogcSet := os.LookupEnv("GOGC")
 		if target := gcHeapTarget(cfg.GCHeapTarget, debug.SetMemoryLimit(-1), gogcSet); target > 0 {
-			go tuneGC(ctx, target, time.Second)
+			tuneGC(ctx, target)
 			log.Info("garbage collector aims at a heap target", "bytes", target)
 		}
 		return serve(ctx, cfg, log)
