@@ -17,14 +17,8 @@ func (s *Server) HandleGet(path, webhook string, h http.Handler) {
 	if webhook == "" || !strings.HasPrefix(path, "/") {
 		panic("webhooks: HandleGet(" + path + ", " + webhook + "): want a path starting with / and a webhook name")
 	}
-	rt := &route{
-		s:        s,
-		webhook:  webhook,
-		next:     h,
-		duration: s.metrics.duration.WithLabelValues(webhook),
-		inflight: make(chan struct{}, s.cfg.MaxInflight),
-		public:   true,
-	}
+	rt := s.newRoute(http.MethodGet, path, webhook, h)
+	rt.public = true
 	s.router.Method(http.MethodGet, path, getRoute{rt})
 	s.allow[path] = http.MethodGet
 }

@@ -22,8 +22,11 @@ import (
 // of branches and two allocations (the per-request state and the body buffer) on top of what
 // net/http and the handler need.
 type route struct {
-	s        *Server
-	webhook  string
+	s       *Server
+	webhook string
+	// log is the server's log handler with the fields every request line of the route
+	// starts with (method, path, webhook).
+	log      slog.Handler
 	next     http.Handler
 	duration prometheus.Observer
 	// inflight is this webhook's own budget of MaxInflight slots, so that one webhook whose
@@ -285,7 +288,7 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start tim
 	rt.s.metrics.requests.WithLabelValues(rt.webhook, codeLabel(status), decision).Inc()
 	rt.duration.Observe(elapsed.Seconds())
 	ctx := r.Context()
-	h := rt.s.log.Handler()
+	h := rt.log
 	if !h.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -293,9 +296,6 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start tim
 	// caller's program counter (runtime.Callers) for a source that no handler of ours prints.
 	rec := slog.NewRecord(end, slog.LevelInfo, "webhook request", 0)
 	rec.AddAttrs(
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.String("webhook", rt.webhook),
 		slog.Int("status", status),
 		slog.Duration("duration", elapsed),
 		slog.String("decision", decision),

@@ -201,14 +201,8 @@ func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOptio
 	if webhook == "" || !strings.HasPrefix(path, "/") {
 		panic(fmt.Sprintf("webhooks: Handle(%q, %q): want a path starting with / and a webhook name", path, webhook))
 	}
-	rt := &route{
-		s:        s,
-		webhook:  webhook,
-		next:     h,
-		duration: s.metrics.duration.WithLabelValues(webhook),
-		inflight: make(chan struct{}, s.cfg.MaxInflight),
-		maxBody:  MaxBodyBytes,
-	}
+	rt := s.newRoute(http.MethodPost, path, webhook, h)
+	rt.maxBody = MaxBodyBytes
 	for _, o := range opts {
 		o(rt)
 	}
@@ -219,6 +213,22 @@ func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOptio
 	rt.tooLarge = "request body larger than " + bodyLimitText(rt.maxBody)
 	s.router.Method(http.MethodPost, path, rt)
 	s.allow[path] = http.MethodPost
+}
+
+// newRoute is the route of webhook answering method at path with h.
+func (s *Server) newRoute(method, path, webhook string, h http.Handler) *route {
+	return &route{
+		s:       s,
+		webhook: webhook,
+		// The request log's first fields are the same on every line of a route (it answers
+		// method at path only): formatted once by the handler rather than on every request.
+		log: s.log.Handler().WithAttrs([]slog.Attr{
+			slog.String("method", method), slog.String("path", path), slog.String("webhook", webhook),
+		}),
+		next:     h,
+		duration: s.metrics.duration.WithLabelValues(webhook),
+		inflight: make(chan struct{}, s.cfg.MaxInflight),
+	}
 }
 
 // AddReadyCheck adds a check /readyz runs on every probe; /readyz answers 503 naming the

@@ -249,6 +249,26 @@ func TestRequestLogAndMetrics(t *testing.T) {
 				t.Errorf("log line lacks %s: %v", k, got)
 			}
 		}
+		// Operators' parsers may rely on the order of the fields as well.
+		var keys []string
+		for _, l := range strings.Split(ts.logs.String(), "\n") {
+			if !strings.Contains(l, `"msg":"webhook request"`) {
+				continue
+			}
+			dec := json.NewDecoder(strings.NewReader(l))
+			for tok, err := dec.Token(); err == nil; tok, err = dec.Token() {
+				if k, ok := tok.(string); ok && dec.More() {
+					keys = append(keys, k)
+					if _, err := dec.Token(); err != nil {
+						break
+					}
+				}
+			}
+			break
+		}
+		if want := "time level msg method path webhook status duration decision user uid reason remote"; strings.Join(keys, " ") != want {
+			t.Errorf("request log fields %v, want %s", keys, want)
+		}
 	})
 
 	t.Run("the token is in no log line and no metric", func(t *testing.T) {
