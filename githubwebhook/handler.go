@@ -43,6 +43,10 @@ const DefaultDeliveries = 10000
 // (https://docs.github.com/webhooks/using-webhooks/best-practices-for-using-webhooks#respond-within-10-seconds).
 const orphanTimeout = 8 * time.Second
 
+// MaxWait is how long a delivery may wait for its turn under the route's rate limit
+// (OCTOGATE_GITHUB_WEBHOOK_RATE): with orphanTimeout it stays within the 10 s GitHub waits.
+const MaxWait = 2 * time.Second
+
 // Orphaner orphans the namespaces created by the GitHub user uid (ownership.Orphaner):
 // it returns how many namespaces it orphaned now.
 type Orphaner interface {

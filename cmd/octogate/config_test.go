@@ -54,6 +54,7 @@ func TestBadValueStopsWithOneLineNamingTheVariable(t *testing.T) {
 		{"duration not a duration", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_TIMEOUT": "soon"}, `OCTOGATE_GITHUB_TIMEOUT="soon"`, "duration"},
 		{"size not a number", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_SIZE": "lots"}, `OCTOGATE_TOKEN_CACHE_SIZE="lots"`, "whole number"},
 		{"GC heap target below -1", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GC_HEAP_TARGET": "-2"}, "OCTOGATE_GC_HEAP_TARGET", "-1 for off"},
+		{"webhook rate negative", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_WEBHOOK_RATE": "-5"}, "OCTOGATE_GITHUB_WEBHOOK_RATE", "0 for no limit"},
 		{"conditional cache bytes zero", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES": "0"}, "OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES", "-1 for no conditional requests"},
 		{"size zero", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_SIZE": "0"}, "OCTOGATE_TOKEN_CACHE_SIZE", "positive"},
 		{"bool not a bool", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_CONTROLLER": "maybe"}, `OCTOGATE_CONTROLLER="maybe"`, "true or false"},

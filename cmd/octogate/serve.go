@@ -227,8 +227,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
 	if ghHook != nil {
-		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
-			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
+		opts := []webhooks.RouteOption{webhooks.WithoutClientCert(), webhooks.WithMediaTypes(githubwebhook.MediaTypes()...)}
+		if cfg.GitHubWebhookRate > 0 {
+			// GitHub waits 10 s for an answer before it fails a delivery:
+			// https://docs.github.com/en/webhooks/using-webhooks/best-practices-for-using-webhooks#respond-within-10-seconds
+			burst := max(1, int(cfg.GitHubWebhookRate))
+			opts = append(opts, webhooks.WithRateLimit(cfg.GitHubWebhookRate, burst, githubwebhook.MaxWait))
+		}
+		server.Handle(githubwebhook.Path, "github-webhook", ghHook, opts...)
 	}
 	if err := mountIssuer(server, cfg, keys, authn, actions, log); err != nil {
 		return err

@@ -13,9 +13,10 @@ import (
 )
 
 // TestGitHubWebhookFloodLeavesOtherRoutesAlone: 10,000 valid, signed member_removed
-// deliveries for users octogate has never seen, while kube-apiserver's requests (cached
-// TokenReviews, SubjectAccessReviews) keep coming. Every delivery is answered, the other
-// routes' latency stays within bounds, and memory stays bounded (the delivery-id LRU and the
+// deliveries for users octogate has never seen, from 16 senders as fast as they are taken,
+// while kube-apiserver's requests (cached TokenReviews, SubjectAccessReviews) keep coming.
+// Every delivery is answered, the other routes' latency stays within bounds, and memory
+// stays bounded (the delivery-id LRU and the
 // revocations kept hold 10,000 entries each).
 func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	const (
@@ -128,10 +129,15 @@ func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	if v, _ := o.metric(t, `octogate_github_webhook_deliveries_total{action="member_removed",event="organization",result="evicted"}`); v != deliveries {
 		t.Fatalf("deliveries counted: %v, want %d", v, deliveries)
 	}
-	// The two cores are shared by the flood and the measured requests, so latency may rise,
-	// but kube-apiserver's requests must stay far below its webhook timeouts.
-	if p99 := r.lat.pct(0.99); p99 > max(500*time.Millisecond, 20*before.pct(0.99)) {
-		t.Errorf("other routes' p99 %v during the flood (before: %v)", p99, before.pct(0.99))
+	// The route takes 500 deliveries a second (OCTOGATE_GITHUB_WEBHOOK_RATE's default) and
+	// the senders wait for their turn, so the flood takes its time and leaves the CPU to
+	// kube-apiserver's requests: their p99 stays within twice the p99 before (with 3 ms to
+	// spare for a noisy machine).
+	if rate := float64(deliveries) / floodTime.Seconds(); rate > 500*1.2 {
+		t.Errorf("%.0f deliveries a second, above the route's rate of 500", rate)
+	}
+	if p99 := r.lat.pct(0.99); p99 > 2*before.pct(0.99)+3*time.Millisecond {
+		t.Errorf("other routes' p99 %v during the flood, more than twice %v before", p99, before.pct(0.99))
 	}
 	if grown := rssAfter - rssBefore; grown > 64<<20 {
 		t.Errorf("RSS grew by %d MiB", grown>>20)
