@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-github/v57/github"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/revocation"
@@ -43,9 +45,9 @@ const DefaultDeliveries = 10000
 // (https://docs.github.com/webhooks/using-webhooks/best-practices-for-using-webhooks#respond-within-10-seconds).
 const orphanTimeout = 8 * time.Second
 
-// MaxWait is how long a delivery may wait for its turn under the route's rate limit
-// (OCTOGATE_GITHUB_WEBHOOK_RATE): with orphanTimeout it stays within the 10 s GitHub waits.
-const MaxWait = 2 * time.Second
+// MaxWait is how long a signed delivery may wait for its turn under Config.Rate: with
+// orphanTimeout it stays within the 10 s GitHub waits.
+const MaxWait = time.Second
 
 // Orphaner orphans the namespaces created by the GitHub user uid (ownership.Orphaner):
 // it returns how many namespaces it orphaned now.
@@ -70,6 +72,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Registerer receives octogate_github_webhook_deliveries_total. Nil: not registered.
 	Registerer prometheus.Registerer
+	// Rate is how many signed deliveries a second are handled (OCTOGATE_GITHUB_WEBHOOK_RATE),
+	// in bursts of as many (at least one); 0: no limit. See Handler.ServeHTTP.
+	Rate float64
 }
 
 // Handler serves POST /github/webhook.
@@ -79,9 +84,11 @@ type Handler struct {
 	revoker    revocation.Revoker
 	orphaner   Orphaner
 	deliveries *lru.Cache[string, struct{}]
-	log        *slog.Logger
-	count      *prometheus.CounterVec
-	now        func() time.Time
+	// limiter spaces signed deliveries out (Config.Rate); nil: no limit.
+	limiter *rate.Limiter
+	log     *slog.Logger
+	count   *prometheus.CounterVec
+	now     func() time.Time
 }
 
 // New validates cfg. Errors name the field.
@@ -94,6 +101,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Deliveries == 0 {
 		cfg.Deliveries = DefaultDeliveries
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		return nil, fmt.Errorf("githubwebhook: Rate %v: must be 0 or a positive number", cfg.Rate)
 	}
 	if cfg.Deliveries < 0 {
 		return nil, fmt.Errorf("githubwebhook: Deliveries %d: must be positive", cfg.Deliveries)
@@ -111,7 +121,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	count := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "octogate_github_webhook_deliveries_total",
-		Help: "GitHub webhook deliveries by event, action and result (evicted, orphaned, no-change, pong, duplicate, ignored, bad-signature, bad-request, error). Event and action are \"\" for deliveries whose signature did not verify, \"other\" for ones octogate does not act on.",
+		Help: "GitHub webhook deliveries by event, action and result (evicted, orphaned, no-change, pong, duplicate, ignored, bad-signature, bad-request, rate-limited, error). Event and action are \"\" for deliveries whose signature did not verify, \"other\" for ones octogate does not act on.",
 	}, []string{"event", "action", "result"})
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(count); err != nil {
@@ -122,9 +132,13 @@ func New(cfg Config) (*Handler, error) {
 			count = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
+	var limiter *rate.Limiter
+	if cfg.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
+	}
 	return &Handler{
 		secret: cfg.Secret, rules: rules{orgs: orgs}, revoker: cfg.Revoker, orphaner: cfg.Orphaner,
-		deliveries: seen, log: cfg.Logger, count: count, now: time.Now,
+		deliveries: seen, limiter: limiter, log: cfg.Logger, count: count, now: time.Now,
 	}, nil
 }
 
@@ -154,8 +168,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("error", errText(a.cause)))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if a.Result == resultRateLimited {
+		w.Header().Set("Retry-After", "1")
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(a)
+}
+
+// resultRateLimited is the result of a signed delivery that found no turn within MaxWait.
+const resultRateLimited = "rate-limited"
+
+// waitTurn waits for a signed delivery's turn under Config.Rate, for up to MaxWait; it fails
+// at once when the turn would come later. Only deliveries whose signature verified take a
+// turn, so requests from anyone who can reach the route but lacks the secret cannot use up
+// the budget of GitHub's deliveries. A delivery waiting for its turn holds its connection,
+// which sends nothing more meanwhile: a flood of deliveries is taken at the configured rate
+// and leaves the CPU to kube-apiserver's reviews.
+func (h *Handler) waitTurn(ctx context.Context) error {
+	if h.limiter == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, MaxWait)
+	defer cancel()
+	return h.limiter.Wait(ctx)
 }
 
 // labels are the metric labels and log fields of one delivery, trusted only once the
@@ -179,6 +214,10 @@ func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, l
 		return status, answer{Result: result, Message: msg}, labels{}
 	}
 	lb := labels{event: eventLabel(event)}
+	if err := h.waitTurn(r.Context()); err != nil {
+		return http.StatusServiceUnavailable, answer{Result: resultRateLimited,
+			Message: "more deliveries than this server takes a second (OCTOGATE_GITHUB_WEBHOOK_RATE); redeliver it", cause: err}, lb
+	}
 	if delivery != "" && h.deliveries.Contains(delivery) {
 		return http.StatusOK, answer{Result: "duplicate", Message: "this delivery was handled before; nothing changed"}, lb
 	}

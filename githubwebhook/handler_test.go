@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -345,6 +348,11 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{Secret: secret, Revoker: &fakeRevoker{}, Orgs: []string{"acme=x"}}); err == nil || !strings.HasPrefix(err.Error(), "githubwebhook: Orgs: ") {
 		t.Fatalf("bad pin: %v", err)
 	}
+	for _, r := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := New(Config{Secret: secret, Revoker: &fakeRevoker{}, Rate: r}); err == nil || !strings.Contains(err.Error(), "Rate") {
+			t.Fatalf("rate %v: %v", r, err)
+		}
+	}
 }
 
 func TestSlugOf(t *testing.T) {
@@ -412,5 +420,73 @@ func TestFormDeliveryWithoutPayloadFieldSaysSo(t *testing.T) {
 	}
 	if got := e.rev.targets(); len(got) != 0 {
 		t.Fatalf("revoked %v", got)
+	}
+}
+
+// With a rate, signed deliveries beyond the burst wait for their turn, or get 503 with
+// Retry-After at once when it would come after MaxWait; requests whose signature does not
+// verify take no turn, so they cannot crowd GitHub's deliveries out.
+func TestRateLimitTakesOnlySignedDeliveries(t *testing.T) {
+	e := newEnv(t)
+	h, err := New(Config{Secret: secret, Revoker: e.rev, Registerer: prometheus.NewRegistry(), Rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.h = h
+	ping := func(id string) githubapi.Delivery {
+		return githubapi.Delivery{Event: "ping", ID: id, Payload: []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)}
+	}
+	for i := range 50 {
+		if status, a := e.deliver(t, ping(fmt.Sprint("forged-", i)), []byte("not the secret")); status != http.StatusUnauthorized {
+			t.Fatalf("forged delivery %d: %d %+v, want 401", i, status, a)
+		}
+	}
+	if status, a := e.deliver(t, ping("first"), secret); status != http.StatusOK {
+		t.Fatalf("first signed delivery after 50 forged ones: %d %+v, want 200", status, a)
+	}
+	// The next turn is a second away, within MaxWait: the delivery waits for it.
+	start := time.Now()
+	if status, a := e.deliver(t, ping("second"), secret); status != http.StatusOK || time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("second signed delivery: %d %+v after %v, want 200 after waiting for its turn", status, a, time.Since(start))
+	}
+	// Two at once: one waits a second, the other's turn would be two seconds away.
+	type result struct {
+		code  int
+		a     answer
+		retry string
+	}
+	results := make(chan result, 2)
+	for _, id := range []string{"third", "fourth"} {
+		go func() {
+			req, err := ping(id).Request(context.Background(), Path, secret)
+			if err != nil {
+				results <- result{}
+				return
+			}
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			var a answer
+			_ = json.Unmarshal(rec.Body.Bytes(), &a)
+			results <- result{rec.Code, a, rec.Header().Get("Retry-After")}
+		}()
+	}
+	var served, refused int
+	for range 2 {
+		r := <-results
+		switch {
+		case r.code == http.StatusOK:
+			served++
+		case r.code == http.StatusServiceUnavailable && r.a.Result == "rate-limited" && r.retry == "1" &&
+			!strings.Contains(r.a.Message, "context") && !strings.Contains(r.a.Message, "Wait("):
+			refused++
+		default:
+			t.Errorf("delivery beyond the wait: %d %+v Retry-After %q, want 503 rate-limited with Retry-After 1 in plain words", r.code, r.a, r.retry)
+		}
+	}
+	if served != 1 || refused != 1 {
+		t.Errorf("two deliveries at once: %d served, %d refused; want one of each", served, refused)
+	}
+	if got := testutil.ToFloat64(e.h.count.WithLabelValues("ping", "", "rate-limited")); got != 1 {
+		t.Errorf("deliveries_total{ping,,rate-limited} = %v, want 1", got)
 	}
 }

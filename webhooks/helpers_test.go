@@ -132,13 +132,14 @@ func startServer(t *testing.T, cfg webhooks.Config, mount func(*webhooks.Server)
 		ts.client = ts.pki.client(nil)
 	}
 	t.Cleanup(func() {
+		// Idle connections first: the server's shutdown would otherwise wait for them.
+		ts.client.CloseIdleConnections()
 		cancel()
 		select {
 		case <-ts.done: //nolint:errcheck // only that Run returns matters here; its error after cancel is the context's
 		case <-time.After(30 * time.Second):
 			t.Error("Run did not return within 30s of cancel")
 		}
-		ts.client.CloseIdleConnections()
 	})
 	return ts
 }

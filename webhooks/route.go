@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 )
 
 // route is one webhook mounted with Server.Handle. Its ServeHTTP is the whole per-request
@@ -45,10 +43,6 @@ type route struct {
 	// application/json unless set), and wrongType the start of its 415 message.
 	mediaTypes []string
 	wrongType  string
-	// limiter, when set (WithRateLimit), spaces the route's requests out; a request waits
-	// up to maxWait for its turn.
-	limiter *rate.Limiter
-	maxWait time.Duration
 }
 
 // RouteOption changes one route mounted with Server.Handle.
@@ -71,37 +65,6 @@ func WithMaxBodyBytes(n int64) RouteOption {
 // itself (a signature).
 func WithoutClientCert() RouteOption {
 	return func(rt *route) { rt.public = true }
-}
-
-// WithRateLimit makes the route take at most perSecond requests a second on average, and
-// burst at once (perSecond > 0, burst > 0): a request beyond that waits for its turn, before
-// its body is read, so that its connection sends nothing more meanwhile; a request whose turn
-// would come later than maxWait is answered 503 Service Unavailable with Retry-After: 1 at
-// once. A route whose senders may flood it (GitHub's webhook deliveries) thus takes a bounded
-// share of the CPU that kube-apiserver's reviews need. It panics on a rate or burst that is
-// not positive (programming errors).
-func WithRateLimit(perSecond float64, burst int, maxWait time.Duration) RouteOption {
-	if perSecond <= 0 || burst <= 0 {
-		panic(fmt.Sprintf("webhooks: WithRateLimit(%v, %d): want a positive rate and burst", perSecond, burst))
-	}
-	return func(rt *route) {
-		rt.limiter = rate.NewLimiter(rate.Limit(perSecond), burst)
-		rt.maxWait = maxWait
-	}
-}
-
-// rateLimitedError is the 503 answer of a request whose turn would come too late.
-const rateLimitedError = "too many requests to this route; retry later"
-
-// waitTurn waits for the request's turn under the route's rate limit, if any; it fails at
-// once when the turn would come after maxWait or after ctx is done.
-func (rt *route) waitTurn(ctx context.Context) error {
-	if rt.limiter == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, rt.maxWait)
-	defer cancel()
-	return rt.limiter.Wait(ctx)
 }
 
 // MediaTypeJSON is the media type every webhook route takes unless WithMediaTypes says
@@ -202,13 +165,6 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The header is left alone when it is that already (no allocation on the hot path).
 	if contentType != mt {
 		r.Header.Set("Content-Type", mt)
-	}
-
-	if err := rt.waitTurn(r.Context()); err != nil {
-		req.rw.Header().Set("Retry-After", "1")
-		WriteError(&req.rw, http.StatusServiceUnavailable, rateLimitedError)
-		outcome.Reason = "rate limited: " + err.Error()
-		return
 	}
 
 	// The body is read before taking an in-flight slot: a client trickling its body in

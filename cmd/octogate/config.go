@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"reflect"
 	"slices"
@@ -70,7 +69,7 @@ type serveConfig struct {
 	ShutdownDelay           time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
 	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
 	GitHubWebhookSecret     string        `env:"OCTOGATE_GITHUB_WEBHOOK_SECRET" help:"secret of the GitHub org webhook delivered to POST /github/webhook; unset: the route answers 404"`
-	GitHubWebhookRate       float64       `env:"OCTOGATE_GITHUB_WEBHOOK_RATE" envDefault:"500" help:"GitHub deliveries per second POST /github/webhook takes (bursts of as many); beyond it a delivery waits up to 2s for its turn, then gets 503, so a flood leaves the CPU to kube-apiserver's reviews; 0: no limit"`
+	GitHubWebhookRate       float64       `env:"OCTOGATE_GITHUB_WEBHOOK_RATE" envDefault:"500" help:"signed GitHub deliveries per second POST /github/webhook handles (bursts of as many); beyond it a delivery waits up to 1s for its turn, then gets 503, so a flood leaves the CPU to kube-apiserver's reviews; 1 to 1000000, or 0: no limit"`
 	Namespace               string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations ConfigMap) outside a cluster; in a pod: the pod's namespace"`
 	OrphanOwnerGroup        string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
 	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators, re-read on change; unset: no check"`
@@ -173,13 +172,17 @@ func explainEnvError(err error, vars map[string]string) error {
 	return agg.Errors[0]
 }
 
+// maxWebhookRate is the largest OCTOGATE_GITHUB_WEBHOOK_RATE: above it the limiter's burst
+// (as many deliveries as a second's rate) would be meaningless.
+const maxWebhookRate = 1_000_000
+
 func expectedKind(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[time.Duration]():
 		return `a duration such as "5s" or "1m"`
 	case reflect.TypeFor[bool]():
 		return "true or false"
-	case reflect.TypeFor[int]():
+	case reflect.TypeFor[int](), reflect.TypeFor[int64]():
 		return "a whole number"
 	case reflect.TypeFor[float64]():
 		return "a number"
@@ -212,8 +215,8 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_TOKEN_CACHE_SIZE", fmt.Sprint(c.TokenCacheSize), "a positive number")
 	case c.GitHubConditionalBytes == 0 || c.GitHubConditionalBytes < -1:
 		return bad("OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES", fmt.Sprint(c.GitHubConditionalBytes), "a positive number of bytes, or -1 for no conditional requests")
-	case c.GitHubWebhookRate < 0 || math.IsNaN(c.GitHubWebhookRate) || math.IsInf(c.GitHubWebhookRate, 0):
-		return bad("OCTOGATE_GITHUB_WEBHOOK_RATE", fmt.Sprint(c.GitHubWebhookRate), "a number of deliveries per second, or 0 for no limit")
+	case c.GitHubWebhookRate != 0 && !(c.GitHubWebhookRate >= 1 && c.GitHubWebhookRate <= maxWebhookRate):
+		return bad("OCTOGATE_GITHUB_WEBHOOK_RATE", fmt.Sprint(c.GitHubWebhookRate), fmt.Sprintf("a number of deliveries per second from 1 to %d, or 0 for no limit", maxWebhookRate))
 	case c.GCHeapTarget < -1:
 		return bad("OCTOGATE_GC_HEAP_TARGET", fmt.Sprint(c.GCHeapTarget), "0 (automatic), a positive number of bytes, or -1 for off")
 	case c.MaxInflight < 0:

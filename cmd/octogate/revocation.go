@@ -56,6 +56,7 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 		Orphaner:   o,
 		Logger:     log,
 		Registerer: reg,
+		Rate:       cfg.GitHubWebhookRate,
 	})
 	return h, run, err
 }

@@ -58,7 +58,11 @@ of the same name that overrides it.`,
 		defer stop()
 		log, flush := newLogger(cfg.LogFormat, os.Stderr)
 		defer flush()
-		_, gogcSet := os.LookupEnv("GOGC")
+		// An empty GOGC is GOGC=100 to the Go runtime: it sets nothing.
+		gogcSet := os.Getenv("GOGC") != ""
+		if gogcSet && cfg.GCHeapTarget > 0 {
+			log.Warn("OCTOGATE_GC_HEAP_TARGET is ignored: GOGC is set, and the garbage collector follows it")
+		}
 		if target := gcHeapTarget(cfg.GCHeapTarget, debug.SetMemoryLimit(-1), gogcSet); target > 0 {
 			tuneGC(ctx, target)
 			log.Info("garbage collector aims at a heap target", "bytes", target)
@@ -227,14 +231,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
 	if ghHook != nil {
-		opts := []webhooks.RouteOption{webhooks.WithoutClientCert(), webhooks.WithMediaTypes(githubwebhook.MediaTypes()...)}
-		if cfg.GitHubWebhookRate > 0 {
-			// GitHub waits 10 s for an answer before it fails a delivery:
-			// https://docs.github.com/en/webhooks/using-webhooks/best-practices-for-using-webhooks#respond-within-10-seconds
-			burst := max(1, int(cfg.GitHubWebhookRate))
-			opts = append(opts, webhooks.WithRateLimit(cfg.GitHubWebhookRate, burst, githubwebhook.MaxWait))
-		}
-		server.Handle(githubwebhook.Path, "github-webhook", ghHook, opts...)
+		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
+			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
 	}
 	if err := mountIssuer(server, cfg, keys, authn, actions, log); err != nil {
 		return err
