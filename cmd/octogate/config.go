@@ -52,7 +52,7 @@ type serveConfig struct {
 	TokenCacheNegativeTTL   time.Duration `env:"OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL" envDefault:"10s" help:"how long a refused token is cached"`
 	TokenCacheSize          int           `env:"OCTOGATE_TOKEN_CACHE_SIZE" envDefault:"10000" help:"maximum cached tokens (LRU)"`
 	GitHubConditionalBytes  int           `env:"OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES" envDefault:"1048576" help:"memory for the GitHub answers kept per token to revalidate them with conditional requests (a 304 costs no rate limit; about 10 KiB per active user); -1: no conditional requests"`
-	GCHeapTarget            int64         `env:"OCTOGATE_GC_HEAP_TARGET" envDefault:"0" help:"bytes of heap the garbage collector may fill before it runs when the live heap is small (fewer collections, less CPU per request); 0: 24 MiB, or 70% of GOMEMLIMIT when that is less; -1: off (GOGC alone); a set GOGC turns it off"`
+	GCHeapTarget            int64         `env:"OCTOGATE_GC_HEAP_TARGET" envDefault:"0" help:"bytes of heap the garbage collector may fill before it runs when the live heap is small (fewer collections, less CPU per request); 0: 70% of GOMEMLIMIT when set, else 24 MiB; -1: off (GOGC alone); a set GOGC turns it off"`
 	PolicyFile              string        `env:"OCTOGATE_POLICY_FILE" help:"authorization policy file; unset: /authorize answers no opinion"`
 	AdminGroups             []string      `env:"OCTOGATE_ADMIN_GROUPS" envSeparator:"," help:"comma list of groups that may change creator annotations"`
 	OwnerClusterRole        string        `env:"OCTOGATE_OWNER_CLUSTERROLE" envDefault:"admin" help:"ClusterRole bound to a namespace's creator"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -23,19 +24,19 @@ const (
 )
 
 // gcHeapTarget is the heap target OCTOGATE_GC_HEAP_TARGET (setting) asks for, in bytes, or 0
-// for none: -1 is off, a positive value is taken as is, and 0 is defaultGCHeapTarget, or 70%
-// of the Go runtime's memory limit when that is less (GOMEMLIMIT; memLimit is
-// debug.SetMemoryLimit(-1), math.MaxInt64 when none is set), so that the collector keeps well
-// clear of the limit (gctuner's advice for its threshold,
-// https://github.com/bytedance/gopkg/tree/main/util/gctuner). A GOGC the operator set
-// (gogcSet) wins over all of it.
+// for none: -1 is off, a positive value is taken as is, and 0 is 70% of the Go runtime's
+// memory limit when one is set (GOMEMLIMIT, which the chart sets to 90% of the container's
+// memory limit; memLimit is debug.SetMemoryLimit(-1), math.MaxInt64 when none is set): the
+// memory the operator gave the process, with room to spare (gctuner's advice for its
+// threshold, https://github.com/bytedance/gopkg/tree/main/util/gctuner). Without a limit it
+// is defaultGCHeapTarget. A GOGC the operator set (gogcSet) wins over all of it.
 func gcHeapTarget(setting, memLimit int64, gogcSet bool) uint64 {
 	switch {
 	case gogcSet || setting < 0:
 		return 0
 	case setting > 0:
 		return uint64(setting)
-	case memLimit > 0 && memLimit/10*7 < defaultGCHeapTarget:
+	case memLimit > 0 && memLimit < math.MaxInt64:
 		return uint64(memLimit) / 10 * 7
 	}
 	return defaultGCHeapTarget

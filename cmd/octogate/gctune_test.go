@@ -18,7 +18,7 @@ func TestGCHeapTarget(t *testing.T) {
 		want     uint64
 	}{
 		{"automatic without a memory limit", 0, math.MaxInt64, false, defaultGCHeapTarget},
-		{"automatic under a large GOMEMLIMIT", 0, 230 << 20, false, defaultGCHeapTarget},
+		{"automatic under the chart's GOMEMLIMIT", 0, 230 << 20, false, 161 << 20},
 		{"automatic under a small GOMEMLIMIT", 0, 20 << 20, false, 14 << 20},
 		{"set", 64 << 20, math.MaxInt64, false, 64 << 20},
 		{"set wins over GOMEMLIMIT", 64 << 20, 200 << 20, false, 64 << 20},
