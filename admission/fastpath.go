@@ -2,17 +2,15 @@ package admission
 
 import (
 	"context"
-	"encoding/base64"
+	"bytes"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
 	jsonexp "github.com/go-json-experiment/json"
+	jsonexpv1 "github.com/go-json-experiment/json/v1"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,8 +75,7 @@ func decodeReviewSlow(body []byte, rv *fastReview) bool {
 	*rv = fastReview{}
 	ar := admissionv1.AdmissionReview{Request: &rv.req.AdmissionRequest}
 	unknown, err := kjson.UnmarshalStrict(body, &ar, kjson.DisallowUnknownFields)
-	if err != nil || ar.Kind != reviewKind || (ar.APIVersion != apiVersionV1 && ar.APIVersion != apiVersionBeta1) ||
-		rv.req.UID == "" {
+	if err != nil {
 		return false
 	}
 	for _, e := range unknown {
@@ -86,6 +83,15 @@ func decodeReviewSlow(body []byte, rv *fastReview) bool {
 		if !errors.As(e, &fe) || !(strings.HasPrefix(fe.FieldPath(), "request.") || strings.HasPrefix(fe.FieldPath(), "response.")) {
 			return false
 		}
+	}
+	return takes(&ar, rv)
+}
+
+// takes reports whether the decoded review ar, whose request was decoded into rv, is one the
+// fast path answers (a v1 or v1beta1 AdmissionReview with a uid), and sets rv's apiVersion.
+func takes(ar *admissionv1.AdmissionReview, rv *fastReview) bool {
+	if ar.Kind != reviewKind || (ar.APIVersion != apiVersionV1 && ar.APIVersion != apiVersionBeta1) || rv.req.UID == "" {
+		return false
 	}
 	rv.apiVersion = ar.APIVersion
 	return true
@@ -105,27 +111,25 @@ var quickReview = jsonexp.RejectUnknownMembers(true)
 func decodeReviewQuick(body []byte, rv *fastReview) bool {
 	*rv = fastReview{}
 	ar := admissionv1.AdmissionReview{Request: &rv.req.AdmissionRequest}
-	if jsonexp.Unmarshal(body, &ar, quickReview) != nil || ar.Request != &rv.req.AdmissionRequest || ar.Response != nil ||
-		ar.Kind != reviewKind || (ar.APIVersion != apiVersionV1 && ar.APIVersion != apiVersionBeta1) || rv.req.UID == "" {
+	if jsonexp.Unmarshal(body, &ar, quickReview) != nil || ar.Request != &rv.req.AdmissionRequest || ar.Response != nil {
 		return false
 	}
-	rv.apiVersion = ar.APIVersion
-	return true
+	return takes(&ar, rv)
 }
 
 // serveFast answers rv as Webhook.ServeHTTP would: Webhook.Handle's response in an
-// AdmissionReview of rv's apiVersion, written with one Write (see appendReview), status 200
+// AdmissionReview of rv's apiVersion, written with one Write (see encodeReview), status 200
 // by default, and the same log lines (verbosity 5) and write-failure answer as http.go.
 func serveFast(ctx context.Context, w http.ResponseWriter, hook *ctrladmission.Webhook, log logr.Logger, rv *fastReview) {
 	if v := log.V(5); v.Enabled() {
 		v.Info("received request")
 	}
 	resp := hook.Handle(ctx, rv.req)
-	buf := reviewBuffers.Get().(*[]byte)
+	buf := reviewBuffers.Get().(*bytes.Buffer)
 	defer putReviewBuffer(buf)
-	b := appendReview((*buf)[:0], rv.apiVersion, &resp.AdmissionResponse)
-	*buf = b
-	if _, err := w.Write(b); err != nil {
+	buf.Reset()
+	encodeReview(buf, rv.apiVersion, &resp.AdmissionResponse)
+	if _, err := w.Write(buf.Bytes()); err != nil {
 		// As writeAdmissionResponse: one more try, with a 500 review without apiVersion and kind.
 		log.Error(err, "unable to encode and write the response")
 		serverError := ctrladmission.Errored(http.StatusInternalServerError, err)
@@ -145,97 +149,36 @@ func serveFast(ctx context.Context, w http.ResponseWriter, hook *ctrladmission.W
 
 // reviewBuffers holds the buffers answers are encoded into; a review answer is a few hundred
 // bytes, and buffers that grew past maxPooledBuffer are dropped rather than kept.
-var reviewBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+var reviewBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
 
 const maxPooledBuffer = 64 << 10
 
-func putReviewBuffer(b *[]byte) {
-	if cap(*b) <= maxPooledBuffer {
+func putReviewBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBuffer {
 		reviewBuffers.Put(b)
 	}
 }
 
-// appendReview appends to b the bytes json.NewEncoder(w).Encode writes for a v1
-// AdmissionReview of apiVersion with response res (writeAdmissionResponse in http.go): fields
-// in struct order, omitempty fields left out, the patch in standard base64, strings escaped
-// as encoding/json escapes them (HTML characters included), maps in key order, and a
-// trailing newline. A status with fields controller-runtime's responses never set (kind,
-// apiVersion, metadata, details) is rare enough to go through encoding/json as a whole.
-// kube-apiserver reads the response's uid, allowed, status, patch, patchType,
-// auditAnnotations and warnings; see
-// https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response.
-func appendReview(b []byte, apiVersion string, res *admissionv1.AdmissionResponse) []byte {
-	if s := res.Result; s != nil && (s.TypeMeta != (metav1.TypeMeta{}) || s.ListMeta != (metav1.ListMeta{}) || s.Details != nil) {
-		raw, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{Kind: reviewKind, APIVersion: apiVersion},
-			Response: res,
-		})
-		if err != nil {
-			// Not reached: an AdmissionReview has no value encoding/json cannot encode.
-			// http.go answers a 500 review without apiVersion and kind then.
-			serverError := ctrladmission.Errored(http.StatusInternalServerError, err)
-			raw, _ = json.Marshal(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse})
-		}
-		return append(append(b, raw...), '\n')
-	}
-	b = append(b, `{"kind":"AdmissionReview","apiVersion":`...)
-	b = appendJSONString(b, apiVersion)
-	b = append(b, `,"response":{"uid":`...)
-	b = appendJSONString(b, string(res.UID))
-	b = append(b, `,"allowed":`...)
-	b = strconv.AppendBool(b, res.Allowed)
-	if s := res.Result; s != nil {
-		b = append(b, `,"status":{"metadata":{}`...)
-		b = appendStringField(b, "status", s.Status)
-		b = appendStringField(b, "message", s.Message)
-		b = appendStringField(b, "reason", string(s.Reason))
-		if s.Code != 0 {
-			b = append(b, `,"code":`...)
-			b = strconv.AppendInt(b, int64(s.Code), 10)
-		}
-		b = append(b, '}')
-	}
-	if len(res.Patch) > 0 {
-		b = append(b, `,"patch":"`...)
-		b = base64.StdEncoding.AppendEncode(b, res.Patch)
-		b = append(b, '"')
-	}
-	if res.PatchType != nil {
-		b = append(b, `,"patchType":`...)
-		b = appendJSONString(b, string(*res.PatchType))
-	}
-	if len(res.AuditAnnotations) > 0 {
-		b = append(b, `,"auditAnnotations":{`...)
-		for i, k := range slices.Sorted(maps.Keys(res.AuditAnnotations)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			b = appendJSONString(b, res.AuditAnnotations[k])
-		}
-		b = append(b, '}')
-	}
-	if len(res.Warnings) > 0 {
-		b = append(b, `,"warnings":[`...)
-		for i, warning := range res.Warnings {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, warning)
-		}
-		b = append(b, ']')
-	}
-	return append(b, "}}\n"...)
-}
+// reviewJSON are the options under which go-json-experiment/json writes what encoding/json
+// writes (its own implementation of encoding/json): fields in struct order, omitempty, []byte
+// in standard base64, maps in key order, HTML characters escaped.
+var reviewJSON = jsonexpv1.DefaultOptionsV1()
 
-// appendStringField appends `,"name":value` unless value is empty (omitempty).
-func appendStringField(b []byte, name, value string) []byte {
-	if value == "" {
-		return b
+// encodeReview writes to buf the bytes json.NewEncoder(w).Encode writes for a v1
+// AdmissionReview of apiVersion with response res (writeAdmissionResponse in http.go),
+// trailing newline included, encoded by go-json-experiment/json under encoding/json's options
+// rather than by encoding/json's reflection. kube-apiserver reads the response's uid, allowed,
+// status, patch, patchType, auditAnnotations and warnings; see
+// https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response.
+func encodeReview(buf *bytes.Buffer, apiVersion string, res *admissionv1.AdmissionResponse) {
+	review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{Kind: reviewKind, APIVersion: apiVersion}, Response: res}
+	if err := jsonexp.MarshalWrite(buf, &review, reviewJSON); err != nil {
+		// Not reached: an AdmissionReview has no value encoding/json cannot encode.
+		// http.go answers a 500 review without apiVersion and kind then.
+		buf.Reset()
+		serverError := ctrladmission.Errored(http.StatusInternalServerError, err)
+		_ = json.NewEncoder(buf).Encode(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse})
+		return
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return appendJSONString(b, value)
+	buf.WriteByte('\n')
 }
