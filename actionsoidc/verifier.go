@@ -189,11 +189,20 @@ func (f *flexID) UnmarshalJSON(b []byte) error {
 // fetch, so tokens of other issuers never make octogate fetch keys), RS256 signature, aud,
 // exp/nbf/iat, org, sub.
 func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identity, error) {
+	var key [sha256.Size]byte
+	if len(token) <= MaxTokenBytes { // LookupHashed refuses a larger one before its key is used
+		key = sha256.Sum256([]byte(token))
+	}
+	return v.LookupHashed(ctx, token, key)
+}
+
+// LookupHashed is Lookup of a token whose SHA-256 the caller has computed already
+// (tokenreview.HashedLookup: the session verifier hashes every JWT for its own cache).
+func (v *Verifier) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
 	if len(token) > MaxTokenBytes {
 		return tokenreview.Identity{}, refuse(ReasonMalformedToken, "the token is %d bytes, more than a GitHub Actions token (at most %d)", len(token), MaxTokenBytes)
 	}
 	now := v.now()
-	key := sha256.Sum256([]byte(token))
 	if c, ok := v.cache.Get(key); ok && now.Before(c.until) {
 		return c.id, nil
 	}

@@ -325,6 +325,14 @@ func TestCache(t *testing.T) {
 	if _, err := v.Lookup(ctx, tok); err != nil {
 		t.Fatalf("cached identity within exp: %v", err)
 	}
+	// LookupHashed with the token's SHA-256 finds the same entry (the session verifier hands
+	// it the key it computed); an oversize token is refused whatever its key.
+	if _, err := v.LookupHashed(ctx, tok, sha256.Sum256([]byte(tok))); err != nil {
+		t.Fatalf("cached identity by its hash: %v", err)
+	}
+	if _, err := v.LookupHashed(ctx, strings.Repeat("a", MaxTokenBytes+1), sha256.Sum256([]byte(tok))); reasonOf(err) != ReasonMalformedToken {
+		t.Fatalf("oversize token with a cached key: %v, want %s", err, ReasonMalformedToken)
+	}
 	// Past exp (within the leeway) the cache no longer answers: the token is verified again.
 	clock = clock.Add(MinRefreshInterval + time.Second)
 	if _, err := v.Lookup(ctx, tok); reasonOf(err) != ReasonBadSignature {

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"os"
@@ -31,11 +32,22 @@ var alice = tokenreview.Identity{
 	Extra:    map[string][]string{tokenreview.ExtraLogin: {"Alice"}},
 }
 
-// fakeLookup answers tokens from a map; unknown tokens are refused as not_member.
+// fakeLookup answers tokens from a map; unknown tokens are refused as not_member. It is a
+// tokenreview.HashedLookup and counts the calls that came with the token's key, and those
+// whose key was not the token's SHA-256.
 type fakeLookup struct {
-	ids   map[string]tokenreview.Identity
-	errs  map[string]error
-	calls int
+	ids            map[string]tokenreview.Identity
+	errs           map[string]error
+	calls          int
+	hashed, badKey int
+}
+
+func (f *fakeLookup) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
+	f.hashed++
+	if key != sha256.Sum256([]byte(token)) {
+		f.badKey++
+	}
+	return f.Lookup(ctx, token)
 }
 
 func (f *fakeLookup) Lookup(_ context.Context, token string) (tokenreview.Identity, error) {

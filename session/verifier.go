@@ -146,6 +146,14 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 	return id, err
 }
 
+// lookupNext hands token to Next, with its SHA-256 key when Next takes it.
+func (v *Verifier) lookupNext(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
+	if h, ok := v.next.(tokenreview.HashedLookup); ok {
+		return h.LookupHashed(ctx, token, key)
+	}
+	return v.next.Lookup(ctx, token)
+}
+
 // LookupKind answers a JWT: a session of the trusted issuer (tokenreview.CredentialSession) is
 // verified here; any other JWT goes to Next (tokenreview.CredentialActions). Errors are *Error
 // (or Next's): session_keys_unavailable is tokenreview.ErrUnavailable, every other reason
@@ -156,7 +164,7 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	key := sha256.Sum256([]byte(token))
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {
 		if s.next {
-			id, err := v.next.Lookup(ctx, token)
+			id, err := v.lookupNext(ctx, token, key)
 			return id, tokenreview.CredentialActions, err
 		}
 		if !v.keys.knows(s.kid) {
@@ -173,7 +181,7 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 	iss, ok := unverifiedIssuer(token)
 	if !ok || iss != v.issuer {
 		if v.next != nil {
-			id, err := v.next.Lookup(ctx, token)
+			id, err := v.lookupNext(ctx, token, key)
 			if err == nil && ok {
 				// Only accepted tokens are remembered, so that tokens nobody accepts cannot
 				// push sessions out of the cache.

@@ -229,6 +229,11 @@ func TestVerifierOtherJWTs(t *testing.T) {
 	if _, _, err := e.v.LookupKind(context.Background(), signMap(t, e.keys, c)); err == nil || e.v.cache.Len() != 1 {
 		t.Fatalf("a refused JWT: err %v, %d cache entries, want a refusal and still 1", err, e.v.cache.Len())
 	}
+	// Every call handed Next the key the verifier had computed: the token is hashed once.
+	if e.next.hashed != e.next.calls || e.next.badKey != 0 {
+		t.Errorf("next called %d times, %d of them with the token's key, %d with a wrong one; want every call with the right key",
+			e.next.calls, e.next.hashed, e.next.badKey)
+	}
 
 	noNext, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: clusterA, Keys: e.keys, Now: e.clock.now})
 	if err != nil {

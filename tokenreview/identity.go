@@ -2,6 +2,7 @@ package tokenreview
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,14 @@ const ExtraLogin = "octogate.dev/github-login"
 // one: answer authenticated:false) or ErrUnavailable (no answer now: answer 503).
 type Lookup interface {
 	Lookup(ctx context.Context, token string) (Identity, error)
+}
+
+// HashedLookup is a Lookup that can also be handed the token's SHA-256 (sha256.Sum256 of its
+// bytes), already computed by a caller that keys a cache of its own by it, so that one review
+// hashes its token once.
+type HashedLookup interface {
+	Lookup
+	LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, error)
 }
 
 var (
