@@ -1,8 +1,8 @@
 package admission
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,12 +10,13 @@ import (
 	"sync"
 
 	jsonexp "github.com/go-json-experiment/json"
-	jsonexpv1 "github.com/go-json-experiment/json/v1"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/octogate/octogate/internal/jsonv1"
 )
 
 // The fast path serves the reviews kube-apiserver sends without controller-runtime's
@@ -159,20 +160,15 @@ func putReviewBuffer(b *bytes.Buffer) {
 	}
 }
 
-// reviewJSON are the options under which go-json-experiment/json writes what encoding/json
-// writes (its own implementation of encoding/json): fields in struct order, omitempty, []byte
-// in standard base64, maps in key order, HTML characters escaped.
-var reviewJSON = jsonexpv1.DefaultOptionsV1()
-
 // encodeReview writes to buf the bytes json.NewEncoder(w).Encode writes for a v1
 // AdmissionReview of apiVersion with response res (writeAdmissionResponse in http.go),
-// trailing newline included, encoded by go-json-experiment/json under encoding/json's options
-// rather than by encoding/json's reflection. kube-apiserver reads the response's uid, allowed,
+// trailing newline included, encoded by jsonv1 (go-json-experiment/json under encoding/json's
+// options) rather than by encoding/json's reflection. kube-apiserver reads the response's uid, allowed,
 // status, patch, patchType, auditAnnotations and warnings; see
 // https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response.
 func encodeReview(buf *bytes.Buffer, apiVersion string, res *admissionv1.AdmissionResponse) {
 	review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{Kind: reviewKind, APIVersion: apiVersion}, Response: res}
-	if err := jsonexp.MarshalWrite(buf, &review, reviewJSON); err != nil {
+	if err := jsonv1.MarshalWrite(buf, &review); err != nil {
 		// Not reached: an AdmissionReview has no value encoding/json cannot encode.
 		// http.go answers a 500 review without apiVersion and kind then.
 		buf.Reset()
