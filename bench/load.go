@@ -8,13 +8,12 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // client is one keep-alive TLS connection that sends pre-encoded HTTP/1.1 requests and reads
@@ -237,30 +236,18 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pidCPU is the user and system CPU time process pid has used (/proc/PID/stat fields 14 and
-// 15, in USER_HZ ticks of 10 ms: the kernel exports these at 100 Hz whatever its own tick),
-// or 0 when it cannot be read.
+// pidCPU is the user and system CPU time process pid has used (/proc/PID/stat, read by
+// prometheus/procfs), or 0 when it cannot be read.
 func pidCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name (field 2) is in parentheses and may hold spaces; field 3 follows it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	const userHZ = 100
-	return time.Duration(utime+stime) * time.Second / userHZ
+	return time.Duration(st.CPUTime() * float64(time.Second))
 }
 
 // summary is one route's numbers over every round.

@@ -9,7 +9,7 @@ import (
 )
 
 // defaultGCHeapTarget is the heap the garbage collector may fill before it runs when no
-// memory limit says more: 24 MiB, so that octogate serve with a small live heap (a few MiB
+// memory limit (GOMEMLIMIT) is set: 24 MiB, so that octogate serve with a small live heap (a few MiB
 // at rest) collects several times less often than at GOGC=100, while one holding 10,000
 // cached identities (about 17 MiB live) stays near the 64 MiB of resident memory the
 // project's budget allows (docs/performance.md).
