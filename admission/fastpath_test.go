@@ -210,7 +210,7 @@ func TestFastPathRetriesAFailedWriteAsControllerRuntime(t *testing.T) {
 	}
 }
 
-// encodeReview writes what encoding/json writes for every response field, the ones our
+// appendReview writes what encoding/json writes for every response field, the ones our
 // handlers never set included.
 func TestAppendReviewMatchesEncodingJSON(t *testing.T) {
 	jsonPatch := admissionv1.PatchTypeJSONPatch
@@ -241,9 +241,8 @@ func TestAppendReviewMatchesEncodingJSON(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				var got bytes.Buffer
-				if encodeReview(&got, apiVersion, &tc.res); got.String() != want.String() {
-					t.Errorf("encodeReview = %s\nencoding/json %s", got.String(), want.String())
+				if got := appendReview(nil, apiVersion, &tc.res); string(got) != want.String() {
+					t.Errorf("appendReview = %s\nencoding/json %s", got, want.String())
 				}
 			}
 		})

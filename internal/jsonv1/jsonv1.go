@@ -1,5 +1,4 @@
-// Package jsonv1 decodes JSON exactly as encoding/json does, faster on the bodies that decode,
-// and encodes it as encoding/json does, faster.
+// Package jsonv1 decodes JSON exactly as encoding/json does, faster on the bodies that decode.
 //
 // The webhook routes decode one small review per request, and encoding/json (reflection, a
 // scanner step per byte, an allocation per string) was a tenth of a review's CPU. Unmarshal
@@ -14,7 +13,6 @@ package jsonv1
 
 import (
 	"encoding/json"
-	"io"
 
 	jsonexp "github.com/go-json-experiment/json"
 	jsonexpv1 "github.com/go-json-experiment/json/v1"
@@ -32,12 +30,4 @@ func Unmarshal[T any](data []byte, v *T) error {
 	var zero T
 	*v = zero
 	return json.Unmarshal(data, v)
-}
-
-// MarshalWrite writes v to w as encoding/json's Marshal encodes it (fields in struct order,
-// omitempty, []byte in standard base64, maps in key order, HTML characters escaped), with
-// go-json-experiment/json under the same options, without a trailing newline. Errors are
-// go-json-experiment's.
-func MarshalWrite(w io.Writer, v any) error {
-	return jsonexp.MarshalWrite(w, v, v1)
 }

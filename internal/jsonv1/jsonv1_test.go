@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -83,35 +82,4 @@ func asType[E error](err error, target *E) bool {
 	e, ok := err.(E) //nolint:errorlint // the exact type encoding/json returns, not a wrapped one
 	*target = e
 	return ok
-}
-
-// MarshalWrite writes encoding/json's bytes: HTML characters and U+2028 escaped, maps in key
-// order, omitempty, []byte in base64, nil and empty lists as encoding/json writes them.
-func TestMarshalWriteMatchesEncodingJSON(t *testing.T) {
-	type value struct {
-		S     string            `json:"s"`
-		E     string            `json:"e,omitempty"`
-		M     map[string]string `json:"m"`
-		B     []byte            `json:"b"`
-		L     []string          `json:"l"`
-		Nil   []string          `json:"nil"`
-		P     *int              `json:"p,omitempty"`
-		Inner struct{ X bool }  `json:"inner"`
-	}
-	for _, v := range []value{
-		{S: "<a&b>\u2028\u2029\x00\"\\\t\xff", M: map[string]string{"b": "2", "a": "<1>"}, B: []byte{0, 1, 254, 255}, L: []string{}},
-		{},
-	} {
-		want, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got strings.Builder
-		if err := MarshalWrite(&got, v); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != string(want) {
-			t.Errorf("MarshalWrite = %s\nencoding/json %s", got.String(), want)
-		}
-	}
 }
