@@ -158,11 +158,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := github.WebHookType(r)
 	delivery := github.DeliveryID(r)
 	status, a, ev := h.serve(r, event, delivery)
-	a.Delivery = delivery
+	// The header is anyone's before the signature verifies (and not signed after): the log and
+	// the answer carry at most its first 64 bytes. GitHub's are 36-character GUIDs.
+	a.Delivery = webhooks.Clip(delivery)
 	h.count.WithLabelValues(ev.event, ev.action, a.Result).Inc()
 	webhooks.Record(r.Context(), webhooks.Outcome{Decision: a.Result, User: ev.subject, Reason: strings.Trim(ev.event+"."+ev.action, ".")})
 	h.log.LogAttrs(r.Context(), slog.LevelInfo, "GitHub webhook delivery",
-		slog.String("delivery", delivery), slog.String("event", ev.event), slog.String("action", ev.action),
+		slog.String("delivery", a.Delivery), slog.String("event", ev.event), slog.String("action", ev.action),
 		slog.String("result", a.Result), slog.String("subject", ev.subject),
 		slog.Int("evicted", a.Evicted), slog.Int("orphaned", a.Orphaned), slog.String("message", a.Message),
 		slog.String("error", errText(a.cause)))

@@ -490,3 +490,20 @@ func TestRateLimitTakesOnlySignedDeliveries(t *testing.T) {
 		t.Errorf("deliveries_total{ping,,rate-limited} = %v, want 1", got)
 	}
 }
+
+// A delivery id of any length, signed or not, reaches the log and the answer clipped.
+func TestLongDeliveryIDIsClipped(t *testing.T) {
+	e := newEnv(t)
+	id := strings.Repeat("d", 6000)
+	for _, key := range [][]byte{secret, []byte("wrong")} {
+		_, a := e.deliver(t, githubapi.Delivery{Event: "ping", ID: id, Payload: []byte(`{"zen":"z","hook_id":1}`)}, key)
+		if len(a.Delivery) > 70 || !strings.HasPrefix(a.Delivery, "ddd") {
+			t.Errorf("answer's delivery is %d bytes, want the id clipped to 64", len(a.Delivery))
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(e.logs.String()), "\n") {
+		if len(line) > 1000 || strings.Contains(line, strings.Repeat("d", 100)) {
+			t.Errorf("log line of %d bytes carries the whole delivery id", len(line))
+		}
+	}
+}

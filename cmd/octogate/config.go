@@ -183,7 +183,7 @@ func expectedKind(t reflect.Type) string {
 	case reflect.TypeFor[bool]():
 		return "true or false"
 	case reflect.TypeFor[int](), reflect.TypeFor[int64]():
-		return "a whole number"
+		return "a whole number, digits only (not 1e9 or 64Mi)"
 	case reflect.TypeFor[float64]():
 		return "a number"
 	}

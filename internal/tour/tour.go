@@ -171,7 +171,8 @@ func RevocationTour(r Revocation) string {
   curl -sS --cacert %[1]s -X DELETE -H 'Authorization: Bearer %[2]s' %[3]sorgs/%[4]s/members/bob
   # ...and GitHub's signed organization member_removed webhook reaches octogate:
   %[5]s
-  kubectl --context bob auth whoami               # error: You must be logged in: octogate evicted bob at once (kube-apiserver may answer from its cache for up to 10 s)
+  sleep 10                                        # the first whoami left bob's TokenReview in kube-apiserver's 10 s cache (--authentication-token-webhook-cache-ttl)
+  kubectl --context bob auth whoami               # error: You must be logged in: octogate evicted bob at once
   kubectl get namespace bob-dev -o jsonpath='{.metadata.annotations}{"\n"}'   # octogate.dev/orphaned-at, orphaned-reason
   kubectl -n bob-dev get rolebinding octogate-owner -o wide                   # now group %[6]s; bob's ConfigMap is still there
   kubectl annotate namespace bob-dev octogate.dev/orphaned-at- octogate.dev/orphaned-reason-   # an admin gives bob-dev back to bob
@@ -219,9 +220,10 @@ session context's kubectl sends a session, never alice's GitHub token:
 // managed cluster whose kube-apiserver flags cannot be set.
 func Proxy() string {
 	return `
-The impersonating proxy (docs/managed-clusters.md): contexts proxy-alice and proxy-bob talk to
-octogate's proxy, which authenticates and decides as the webhooks do, then forwards as its
-ServiceAccount with Impersonate-User: what a managed cluster (EKS, GKE, AKS) gets without flags.
+The impersonating proxy (docs/managed-clusters.md), in the first shell: its contexts proxy-alice
+and proxy-bob talk to octogate's proxy, which authenticates and decides as the webhooks do,
+then forwards as its ServiceAccount with Impersonate-User: what a managed cluster (EKS, GKE,
+AKS) gets without flags.
 
   kubectl --context proxy-bob auth whoami         # github:bob:1002, groups github:acme, github:acme/web
   kubectl --context proxy-bob -n kube-system get pods   # Forbidden at the proxy: octogate: rule no-one-else-in-system-namespaces
