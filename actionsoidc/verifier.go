@@ -196,6 +196,10 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 	return v.LookupHashed(ctx, token, key)
 }
 
+// Remembers reports whether the token whose SHA-256 is key is in the cache of verified
+// tokens, expired or not (tokenreview.RememberingLookup).
+func (v *Verifier) Remembers(key [sha256.Size]byte) bool { return v.cache.Contains(key) }
+
 // LookupHashed is Lookup of a token whose SHA-256 the caller has computed already
 // (tokenreview.HashedLookup: the session verifier hashes every JWT for its own cache).
 func (v *Verifier) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {

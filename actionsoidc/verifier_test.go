@@ -313,8 +313,15 @@ func TestCache(t *testing.T) {
 	v := newVerifier(t, iss, func(c *Config) { c.Now = func() time.Time { return clock } })
 	ctx := context.Background()
 	tok := iss.Mint(claims(deploy, map[string]any{"exp": clock.Unix() + 30}))
+	var rl tokenreview.RememberingLookup = v // tokenreview's dispatch asks it before the shape
+	if rl.Remembers(sha256.Sum256([]byte(tok))) {
+		t.Fatal("remembers a token before its first review")
+	}
 	if _, err := v.Lookup(ctx, tok); err != nil {
 		t.Fatal(err)
+	}
+	if !rl.Remembers(sha256.Sum256([]byte(tok))) {
+		t.Fatal("does not remember a token it accepted")
 	}
 	// From now on the token's signature cannot verify: octogate forgets the key and the
 	// issuer stops publishing it.

@@ -146,6 +146,16 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 	return id, err
 }
 
+// LookupHashed is LookupKindHashed without the kind (tokenreview.HashedLookup).
+func (v *Verifier) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
+	id, _, err := v.LookupKindHashed(ctx, token, key)
+	return id, err
+}
+
+// Remembers reports whether the token whose SHA-256 is key is in the cache of verified sessions
+// and accepted Next tokens, expired or not (tokenreview.RememberingLookup).
+func (v *Verifier) Remembers(key [sha256.Size]byte) bool { return v.cache.Contains(key) }
+
 // lookupNext hands token to Next, with its SHA-256 key when Next takes it.
 func (v *Verifier) lookupNext(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
 	if h, ok := v.next.(tokenreview.HashedLookup); ok {
@@ -160,8 +170,13 @@ func (v *Verifier) lookupNext(ctx context.Context, token string, key [sha256.Siz
 // tokenreview.ErrRefused. The checks run in this order: iss (before any key fetch), ES256
 // signature by a published key, aud, exp/nbf/iat, the identity claims, revocation.
 func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Identity, string, error) {
+	return v.LookupKindHashed(ctx, token, sha256.Sum256([]byte(token)))
+}
+
+// LookupKindHashed is LookupKind of a token whose SHA-256 (sha256.Sum256 of its bytes) the
+// caller has computed (tokenreview.HashedKindLookup).
+func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, string, error) {
 	now := v.now()
-	key := sha256.Sum256([]byte(token))
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {
 		if s.next {
 			id, err := v.lookupNext(ctx, token, key)

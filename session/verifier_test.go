@@ -207,9 +207,20 @@ func TestVerifierOtherJWTs(t *testing.T) {
 	c["iss"] = "https://token.actions.githubusercontent.com"
 	tok := signMap(t, e.keys, c)
 	e.next.ids[tok] = tokenreview.Identity{Username: "github-actions:repo:acme/x:ref:refs/heads/main", UID: "github-actions:1"}
+	// tokenreview's dispatch asks the verifier what it remembers before checking the shape.
+	var rl interface {
+		tokenreview.RememberingLookup
+		tokenreview.HashedKindLookup
+	} = e.v
+	if rl.Remembers(sha256.Sum256([]byte(tok))) {
+		t.Fatal("remembers a token before its first review")
+	}
 	id, kind, err := e.v.LookupKind(context.Background(), tok)
 	if err != nil || kind != tokenreview.CredentialActions || !strings.HasPrefix(id.Username, "github-actions:") {
 		t.Fatalf("another issuer's JWT goes to the next Lookup: %+v %s %v", id, kind, err)
+	}
+	if !rl.Remembers(sha256.Sum256([]byte(tok))) {
+		t.Fatal("does not remember an Actions token Next accepted")
 	}
 	// Remembered as not a session: later reviews still go to the next Lookup, which keeps
 	// the last word (a refusal there is answered), and the claims are not read again.

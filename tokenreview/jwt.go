@@ -2,6 +2,7 @@ package tokenreview
 
 import (
 	"context"
+	"crypto/sha256"
 	"strings"
 )
 
@@ -21,6 +22,23 @@ const (
 type KindLookup interface {
 	Lookup
 	LookupKind(ctx context.Context, token string) (Identity, string, error)
+}
+
+// RememberingLookup is a Config.JWTLookup that keeps the tokens it accepted by SHA-256 (package
+// session's and package actionsoidc's verifiers). Every token it remembers had the shape of a
+// JWT when it first came, so the dispatch asks it before scanning a token's every byte for that
+// shape, and hands it the hash it computed for the question: a cached review of a 1 KB Actions
+// token hashes it once and scans it for its shape not at all.
+type RememberingLookup interface {
+	HashedLookup
+	// Remembers reports whether the token whose SHA-256 is key was accepted before; it may
+	// have expired since (Lookup then says so).
+	Remembers(key [sha256.Size]byte) bool
+}
+
+// HashedKindLookup is a KindLookup that can also be handed the token's SHA-256.
+type HashedKindLookup interface {
+	LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, string, error)
 }
 
 // errSessionsRequired refuses a GitHub token under Config.RefuseGitHubTokens.
@@ -43,12 +61,23 @@ func (d jwtDispatch) Lookup(ctx context.Context, token string) (Identity, error)
 
 // LookupKind answers token and names its credential kind.
 func (d jwtDispatch) LookupKind(ctx context.Context, token string) (Identity, string, error) {
-	if d.jwt != nil && LooksLikeJWT(token) {
-		if k, ok := d.jwt.(KindLookup); ok {
-			return k.LookupKind(ctx, token)
+	if d.jwt != nil && strings.HasPrefix(token, "eyJ") {
+		if r, ok := d.jwt.(RememberingLookup); ok {
+			key := sha256.Sum256([]byte(token))
+			if r.Remembers(key) || LooksLikeJWT(token) {
+				if k, ok := d.jwt.(HashedKindLookup); ok {
+					return k.LookupKindHashed(ctx, token, key)
+				}
+				id, err := r.LookupHashed(ctx, token, key)
+				return id, CredentialActions, err
+			}
+		} else if LooksLikeJWT(token) {
+			if k, ok := d.jwt.(KindLookup); ok {
+				return k.LookupKind(ctx, token)
+			}
+			id, err := d.jwt.Lookup(ctx, token)
+			return id, CredentialActions, err
 		}
-		id, err := d.jwt.Lookup(ctx, token)
-		return id, CredentialActions, err
 	}
 	if d.refuseGitHub {
 		return Identity{}, CredentialGitHubToken, errSessionsRequired

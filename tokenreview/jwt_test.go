@@ -2,6 +2,8 @@ package tokenreview
 
 import (
 	"context"
+	"crypto/sha256"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,5 +96,70 @@ func TestLooksLikeJWT(t *testing.T) {
 		if got := LooksLikeJWT(token); got != want {
 			t.Errorf("LooksLikeJWT(%q) = %v, want %v", token, got, want)
 		}
+	}
+}
+
+// rememberingLookup is a RememberingLookup that remembers the tokens of remember and counts
+// the calls that came with each token's right SHA-256.
+type rememberingLookup struct {
+	recordingLookup
+	remember  map[[sha256.Size]byte]bool
+	rightKeys int
+}
+
+func (r *rememberingLookup) Remembers(key [sha256.Size]byte) bool { return r.remember[key] }
+
+func (r *rememberingLookup) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, error) {
+	if key == sha256.Sum256([]byte(token)) {
+		r.mu.Lock()
+		r.rightKeys++
+		r.mu.Unlock()
+	}
+	return r.Lookup(ctx, token)
+}
+
+// TestJWTDispatchAsksWhatItRemembers: a token the JWT lookup remembers goes to it without its
+// shape being checked again, with its hash; one it does not remember must have the shape of a
+// JWT, as before.
+func TestJWTDispatchAsksWhatItRemembers(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	const odd = "eyJ_no_dots_accepted_once" // not JWT-shaped; stands for a token the lookup took earlier
+	tests := []struct {
+		name     string
+		token    string
+		remember bool
+		wantJWT  bool
+	}{
+		{name: "remembered: no shape check", token: odd, remember: true, wantJWT: true},
+		{name: "not remembered and not JWT-shaped: GitHub", token: odd},
+		{name: "not remembered and JWT-shaped: the JWT lookup", token: jwtShaped, wantJWT: true},
+		{name: "not eyJ: GitHub even when remembered", token: "ghp_remembered", remember: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &rememberingLookup{remember: map[[sha256.Size]byte]bool{}}
+			if tc.remember {
+				rec.remember[sha256.Sum256([]byte(tc.token))] = true
+			}
+			h, err := New(Config{GitHubAPIURL: gh.URL(), Orgs: []string{"acme"}, JWTLookup: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := (&env{h: h}).review(t, tc.token)
+			if got := len(rec.seen) == 1; got != tc.wantJWT {
+				t.Errorf("JWT lookup saw %d tokens, want JWT=%v", len(rec.seen), tc.wantJWT)
+			}
+			if tc.wantJWT && rec.rightKeys != 1 {
+				t.Errorf("%d lookups came with the token's SHA-256, want 1", rec.rightKeys)
+			}
+			// The stand-in knows no token: one that went GitHub's way is refused as invalid.
+			if gotGitHub := strings.HasPrefix(a.Status.Error, "["+ReasonInvalidToken+"]"); gotGitHub == tc.wantJWT {
+				t.Errorf("answered by GitHub: %v, want %v (%q)", gotGitHub, !tc.wantJWT, a.Status.Error)
+			}
+			if tc.wantJWT && !a.Status.Authenticated {
+				t.Errorf("not authenticated: %q", a.Status.Error)
+			}
+		})
 	}
 }
