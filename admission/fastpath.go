@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,7 +215,7 @@ func appendReview(b []byte, apiVersion string, res *admissionv1.AdmissionRespons
 	}
 	if len(res.AuditAnnotations) > 0 {
 		b = append(b, `,"auditAnnotations":{`...)
-		for i, k := range slices.Sorted(maps.Keys(res.AuditAnnotations)) {
+		for i, k := range sortedKeys(res.AuditAnnotations) {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -129,7 +128,7 @@ func mapOps(base string, existing, set map[string]string, remove []string) []pat
 		}
 		return []patchOp{{Op: "add", Path: strings.TrimSuffix(base, "/"), Value: set}}
 	}
-	keys := slices.Sorted(maps.Keys(set))
+	keys := sortedKeys(set)
 	ops := make([]patchOp, 0, len(keys)+len(remove))
 	for _, k := range keys {
 		op := "add"
@@ -223,7 +222,7 @@ func encodePatch(ops []patchOp) []byte {
 		case map[string]string:
 			b = append(b, '{')
 			n := 0
-			for _, k := range slices.Sorted(maps.Keys(v)) {
+			for _, k := range sortedKeys(v) {
 				val := v[k]
 				if n > 0 {
 					b = append(b, ',')
@@ -242,6 +241,17 @@ func encodePatch(ops []patchOp) []byte {
 		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// sortedKeys is the keys of m in order, in one allocation (slices.Sorted(maps.Keys(m)) grows
+// its slice from empty: five allocations for the four keys of a creator's annotations).
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // patchSize is the length of ops encoded when no value needs more escapes than the quotes
