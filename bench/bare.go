@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,9 +72,10 @@ var bareHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 
 // serveBare is `bench -serve-bare DIR`: a stdlib net/http TLS server of bareHandler with the
 // serving certificate of DIR, client certificates required (DIR's client CA) as octogate
-// requires them, HTTP/1.1 as octogate's webhook port. It prints its host:port on stdout and
-// serves until stdin closes (the bench ended) or SIGTERM.
-func serveBare(dir string) error {
+// requires them unless clientCerts is false (-serve-bare-open), HTTP/1.1 as octogate's
+// webhook port. It prints its host:port on stdout and serves until stdin closes (the bench
+// ended) or SIGTERM.
+func serveBare(dir string, clientCerts bool) error {
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.ServingCertFile), filepath.Join(dir, certs.ServingKeyFile))
 	if err != nil {
 		return err
@@ -94,10 +96,13 @@ func serveBare(dir string) error {
 	protocols.SetHTTP1(true)
 	srv := &http.Server{
 		Handler:           bareHandler,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool},
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}},
 		Protocols:         protocols,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	if clientCerts {
+		srv.TLSConfig.ClientAuth, srv.TLSConfig.ClientCAs = tls.RequireAndVerifyClientCert, pool
 	}
 	fmt.Println(ln.Addr())
 	go func() {
@@ -110,13 +115,14 @@ func serveBare(dir string) error {
 	return nil
 }
 
-// startBare runs this binary with -serve-bare as a process of its own.
-func startBare(ctx context.Context, dir string) (*serveProcess, error) {
+// startBare runs this binary with -serve-bare as a process of its own; open: asking no client
+// certificate (-serve-bare-open).
+func startBare(ctx context.Context, dir string, open bool) (*serveProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-serve-bare", dir)
+	cmd := exec.CommandContext(ctx, self, "-serve-bare", dir, "-serve-bare-open="+strconv.FormatBool(open))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -176,22 +182,38 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 	e.gh.SetDelay(0)
 	defer e.gh.SetDelay(o.githubLatency)
 
-	bare, err := startBare(ctx, e.dir)
+	useHey := o.bareLoad == loadHey
+	if useHey {
+		if _, err := exec.LookPath("hey"); err != nil {
+			return fail(errors.New("-bare-load hey needs hey on PATH (apt-get install hey)"))
+		}
+		if slices.Contains(o.bareRoutes, routeSessionNew) {
+			fmt.Printf("\nvs-bare: %s skipped: hey sends one fixed body, and the route needs a new session each review\n", routeSessionNew)
+			o.bareRoutes = slices.DeleteFunc(slices.Clone(o.bareRoutes), func(r string) bool { return r == routeSessionNew })
+		}
+	}
+	bare, err := startBare(ctx, e.dir, useHey)
 	if err != nil {
 		return fail(err)
 	}
 	defer bare.stop()
-	serve, err := startServe(ctx, e, bin, []string{
-		"OCTOGATE_POLICY_FILE=" + filepath.Join(e.dir, "policy.yaml"),
+	var heyEnv []string
+	if useHey {
+		// As hot-routes.sh runs it: no client CA (hey presents no certificate), the default
+		// text log.
+		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LOG_FORMAT=text"}
+	}
+	serve, err := startServe(ctx, e, bin, append(heyEnv,
+		"OCTOGATE_POLICY_FILE="+filepath.Join(e.dir, "policy.yaml"),
 		"OCTOGATE_TOKEN_CACHE_TTL=2m",
-		"OCTOGATE_ACTIONS_ISSUER=" + e.actions.issuer.URL(),
-		"OCTOGATE_ACTIONS_AUDIENCE=" + benchAudience,
-		"OCTOGATE_SESSION_ISSUER=" + benchSessionIssuer,
-		"OCTOGATE_SESSION_AUDIENCES=" + benchCluster,
+		"OCTOGATE_ACTIONS_ISSUER="+e.actions.issuer.URL(),
+		"OCTOGATE_ACTIONS_AUDIENCE="+benchAudience,
+		"OCTOGATE_SESSION_ISSUER="+benchSessionIssuer,
+		"OCTOGATE_SESSION_AUDIENCES="+benchCluster,
 		"OCTOGATE_SESSION_TTL=1h",
-		"OCTOGATE_SESSION_TRUST_ISSUER=" + benchSessionIssuer,
-		"OCTOGATE_SESSION_AUDIENCE=" + benchCluster,
-	})
+		"OCTOGATE_SESSION_TRUST_ISSUER="+benchSessionIssuer,
+		"OCTOGATE_SESSION_AUDIENCE="+benchCluster,
+	))
 	if err != nil {
 		return fail(err)
 	}
@@ -202,21 +224,27 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 		return fail(err)
 	}
 	routes := slices.DeleteFunc(slices.Clone(bareRoutes), func(r string) bool { return !slices.Contains(o.bareRoutes, r) })
+	runLoad := func(w workload, d time.Duration) sample { return run(w, o.workers, d) }
+	generator := fmt.Sprintf("%d keep-alive TLS connections from this process", o.workers)
+	if useHey {
+		runLoad = func(w workload, d time.Duration) sample { return runHey(ctx, w, o.workers, d) }
+		generator = fmt.Sprintf("hey, %d keep-alive connections, no client certificates, the text log (as ../shared/bench/hot-routes.sh)", o.workers)
+	}
 	phase := o.bareDuration / time.Duration(o.bareRounds)
-	fmt.Printf("\nhot routes against a bare TLS handler: `octogate serve` (pid %d: request log, metrics, policy of %d rules, sessions issued and verified, Actions tokens) and a stdlib handler that drains the body and writes a fixed answer (pid %d), separate processes with the same certificates; %d keep-alive TLS connections from this process, %v per route in %d interleaved rounds; figure: the server process's own CPU per answered request (/proc/PID/stat)\n",
-		serve.pid, policyRules, bare.pid, o.workers, phase, o.bareRounds)
+	fmt.Printf("\nhot routes against a bare TLS handler: `octogate serve` (pid %d: request log, metrics, policy of %d rules, sessions issued and verified, Actions tokens) and a stdlib handler that drains the body and writes a fixed answer (pid %d), separate processes with the same certificates; load: %s, %v per route in %d interleaved rounds; figure: the server process's own CPU per answered request (/proc/PID/stat)\n",
+		serve.pid, policyRules, bare.pid, generator, phase, o.bareRounds)
 
 	all := append([]string{"bare"}, routes...)
 	warm := min(o.warmup, phase)
 	for _, r := range all {
-		if s := run(loads[r], o.workers, warm); s.failed() > 0 {
+		if s := runLoad(loads[r], warm); s.failed() > 0 {
 			return fail(fmt.Errorf("%s warm-up: %d failed requests, first: %s", r, s.failed(), s.firstErr))
 		}
 	}
 	rounds := map[string][]sample{}
 	for round := 1; round <= o.bareRounds; round++ {
 		for _, r := range all {
-			s := run(loads[r], o.workers, phase)
+			s := runLoad(loads[r], phase)
 			fmt.Printf("  round %d %-30s %8.0f req/s  %7d ok  %d failed  %7.1f us CPU/req\n", round, r, s.rps(), s.ok, s.failed(), perRequest(s))
 			rounds[r] = append(rounds[r], s)
 		}
@@ -317,7 +345,8 @@ func bareWorkloads(e *env, o options, serve, bare *serveProcess) (map[string]wor
 	serveCPU := func() time.Duration { return pidCPU(serve.pid) }
 	fixed := func(path, contentType string, body []byte, expect string) workload {
 		req := postRequest(addr, path, contentType, body)
-		return workload{addr: addr, tls: e.clientTLS, next: func() []byte { return req }, expect: []byte(expect), cpu: serveCPU}
+		return workload{addr: addr, tls: e.clientTLS, next: func() []byte { return req }, expect: []byte(expect), cpu: serveCPU,
+			hey: &heyRequest{path: path, contentType: contentType, body: body}}
 	}
 	bareReq := httpRequest(bare.addr, "/authorize", subjectAccessReview(policyRules))
 	// A token minted now: the pool of the in-process routes may be near its 5 minutes' end.
@@ -333,7 +362,8 @@ func bareWorkloads(e *env, o options, serve, bare *serveProcess) (map[string]wor
 	}
 	_, _, tokenPath := session.Routes(benchSessionIssuer)
 	loads := map[string]workload{
-		"bare":             {addr: bare.addr, tls: e.clientTLS, next: func() []byte { return bareReq }, expect: []byte(`"allowed":true`), cpu: func() time.Duration { return pidCPU(bare.pid) }},
+		"bare": {addr: bare.addr, tls: e.clientTLS, next: func() []byte { return bareReq }, expect: []byte(`"allowed":true`), cpu: func() time.Duration { return pidCPU(bare.pid) },
+			hey: &heyRequest{path: "/authorize", contentType: "application/json", body: subjectAccessReview(policyRules)}},
 		routeAuthorize:     fixed("/authorize", "application/json", subjectAccessReview(policyRules), `"reason":"octogate: rule `+policyfixture.DecidingRule(policyRules)+`"`),
 		routeAuthnCached:   fixed("/authenticate", "application/json", tokenReview("gho_cached_octocat"), `"username":"github:octocat:`),
 		routeActionsCached: fixed("/authenticate", "application/json", tokenReview(actionsToken), `"username":"github-actions:repo:`+org+`/deploy:environment:production"`),

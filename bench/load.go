@@ -155,6 +155,9 @@ type workload struct {
 	next   func() []byte
 	expect []byte
 	cpu    func() time.Duration
+	// hey is the request as hey sends it (-bare-load hey); nil for a route whose requests
+	// change from one to the next.
+	hey *heyRequest
 }
 
 // run sends requests from `workers` connections, each waiting for its answer before sending

@@ -67,11 +67,13 @@ type options struct {
 	bareDuration     time.Duration
 	bareRounds       int
 	bareRoutes       []string
+	bareLoad         string
 }
 
 func main() {
 	var o options
 	var routes, bareRouteList, serveBareDir string
+	var serveBareOpen bool
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per route, split over -rounds")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per route before the first round")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent keep-alive TLS connections, one request in flight each")
@@ -89,10 +91,12 @@ func main() {
 	flag.DurationVar(&o.bareDuration, "bare-duration", 6*time.Second, "measured time per route of the comparison with a bare TLS handler (separate processes), split over -bare-rounds (0: skip it)")
 	flag.IntVar(&o.bareRounds, "bare-rounds", 3, "interleaved rounds of the bare-handler comparison")
 	flag.StringVar(&bareRouteList, "bare-routes", strings.Join(bareRoutes, ","), "comma list of the routes compared with the bare handler: "+strings.Join(bareRoutes, ", "))
+	flag.StringVar(&o.bareLoad, "bare-load", loadGo, "load generator of the comparison with the bare handler: go (this process, client certificates) or hey (a process of its own, no client certificates: ../shared/bench/hot-routes.sh's method; not for "+routeSessionNew+")")
 	flag.StringVar(&serveBareDir, "serve-bare", "", "internal: serve the bare handler with the certificates of this directory, print its address, serve until stdin closes")
+	flag.BoolVar(&serveBareOpen, "serve-bare-open", false, "internal: with -serve-bare, ask no client certificate")
 	flag.Parse()
 	if serveBareDir != "" {
-		if err := serveBare(serveBareDir); err != nil {
+		if err := serveBare(serveBareDir, !serveBareOpen); err != nil {
 			fmt.Fprintln(os.Stderr, "bench -serve-bare:", err)
 			os.Exit(1)
 		}
@@ -103,6 +107,10 @@ func main() {
 		os.Exit(2)
 	}
 	o.bareRoutes = pickRoutes("-bare-routes", bareRouteList, bareRoutes, o.bareRoutes)
+	if o.bareLoad != loadGo && o.bareLoad != loadHey {
+		fmt.Fprintf(os.Stderr, "bench: -bare-load %q: want %s or %s\n", o.bareLoad, loadGo, loadHey)
+		os.Exit(2)
+	}
 	if o.workers <= 0 || o.rounds <= 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -rounds and -duration must be positive, -warmup not negative")
 		os.Exit(2)

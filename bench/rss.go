@@ -214,9 +214,8 @@ func startServe(ctx context.Context, e *env, bin string, extra []string) (*serve
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "webhook server listening" {
-				addrc <- line.Addr
+			if addr, ok := listeningAddr(sc.Text()); ok {
+				addrc <- addr
 				break
 			}
 			tail.add(sc.Text())
@@ -312,4 +311,25 @@ func scrape(addr string, cfg *tls.Config) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// listeningAddr is the addr of `octogate serve`'s "webhook server listening" line, in the JSON
+// or the text log format.
+func listeningAddr(line string) (string, bool) {
+	var j struct{ Msg, Addr string }
+	if json.Unmarshal([]byte(line), &j) == nil {
+		if j.Msg != "webhook server listening" || j.Addr == "" {
+			return "", false
+		}
+		return j.Addr, true
+	}
+	if !strings.Contains(line, ` msg="webhook server listening" `) {
+		return "", false
+	}
+	for f := range strings.FieldsSeq(line) {
+		if addr, ok := strings.CutPrefix(f, "addr="); ok {
+			return addr, addr != ""
+		}
+	}
+	return "", false
 }
