@@ -59,6 +59,10 @@ type heldOutcome struct {
 
 func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	// Every answer of the guard is JSON, reviews and errors alike. controller-runtime's
+	// ServeHTTP sets no Content-Type, so net/http sniffed the review and labelled it
+	// text/plain (kube-apiserver decodes it as JSON either way).
+	w.Header().Set("Content-Type", "application/json")
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")

@@ -66,6 +66,11 @@ func assertSameAnswer(t *testing.T, contentType string, body []byte) {
 		if !reflect.DeepEqual(fw.Header(), sw.Header()) {
 			t.Fatalf("%s: fast path headers %v, controller-runtime %v", route.name, fw.Header(), sw.Header())
 		}
+		// Reviews and errors alike are JSON, and say so (controller-runtime sets no
+		// Content-Type: net/http would label its review text/plain).
+		if ct := fw.Header().Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("%s: Content-Type %q, want application/json", route.name, ct)
+		}
 		if !reflect.DeepEqual(fastOut.got, slowOut.got) {
 			t.Fatalf("%s: fast path outcomes %+v, controller-runtime %+v", route.name, fastOut.got, slowOut.got)
 		}
