@@ -66,7 +66,10 @@ type Verifier struct {
 	revoked          func(string, time.Time) bool
 	next             tokenreview.Lookup
 	cache            *lru.Cache[[sha256.Size]byte, verified]
-	now              func() time.Time
+	// identities shares the identity of a user's sessions among them (one copy of its groups,
+	// extra and encoded answer per user, not per session).
+	identities *tokenreview.IdentityPool
+	now        func() time.Time
 }
 
 // verified is a session that passed every check but revocation and expiry, which are checked
@@ -125,12 +128,16 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
+	identities, err := tokenreview.NewIdentityPool(size)
+	if err != nil {
+		return nil, err
+	}
 	ks := &keySet{issuer: issuer, remote: &jwks.Remote{Issuer: issuer, Client: client, Type: jwks.EC, Timeout: timeout, MinRefresh: MinRefreshInterval, Now: now}}
 	if cfg.Keys != nil {
 		ks.own = cfg.Keys
 	}
 	return &Verifier{
-		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, next: cfg.Next, cache: c, now: now,
+		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, next: cfg.Next, cache: c, identities: identities, now: now,
 		// Audience and time are checked below with their own reason codes and Leeway.
 		oidc: oidc.NewVerifier(issuer, ks, &oidc.Config{
 			SupportedSigningAlgs: []string{oidc.ES256},
@@ -291,7 +298,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 	if !until.After(now) {
 		until = now.Add(time.Second)
 	}
-	return verified{id: id.Encoded(), iat: iat, exp: until}, nil
+	return verified{id: v.identities.Encoded(id), iat: iat, exp: until}, nil
 }
 
 func revokedError(user string, iat time.Time) *Error {

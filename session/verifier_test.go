@@ -99,6 +99,37 @@ func TestVerifierAcceptsItsClusterSession(t *testing.T) {
 	}
 }
 
+// TestVerifierSessionsOfOneUserShareTheirIdentity: every login mints a session, and the cache
+// keeps one copy of a user's groups and extra for all of them.
+func TestVerifierSessionsOfOneUserShareTheirIdentity(t *testing.T) {
+	e := newVerifierEnv(t, clusterA)
+	var ids []tokenreview.Identity
+	for _, jti := range []string{"login-1", "login-2"} {
+		c := e.claims()
+		c["jti"] = jti
+		id, _, err := e.v.LookupKind(context.Background(), signMap(t, e.keys, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if e.v.cache.Len() != 2 {
+		t.Fatalf("%d sessions cached, want 2", e.v.cache.Len())
+	}
+	if &ids[0].Groups[0] != &ids[1].Groups[0] {
+		t.Error("two sessions of alice keep two copies of her groups")
+	}
+	c := e.claims()
+	c["jti"], c["groups"] = "login-3", []string{"github:acme"}
+	id, _, err := e.v.LookupKind(context.Background(), signMap(t, e.keys, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(id.Groups, ",") != "github:acme" {
+		t.Errorf("a session with other groups answered with %q", id.Groups)
+	}
+}
+
 func TestVerifierRefusals(t *testing.T) {
 	with := func(e *verifierEnv, k string, v any) map[string]any {
 		c := e.claims()
