@@ -86,7 +86,7 @@ func parseHeyCSV(r io.Reader) (sample, error) {
 	}
 	for {
 		row, err := cr.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return s, nil
 		}
 		if err != nil {
