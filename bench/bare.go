@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -184,9 +186,6 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 
 	useHey := o.bareLoad == loadHey
 	if useHey {
-		if _, err := exec.LookPath("hey"); err != nil {
-			return fail(errors.New("-bare-load hey needs hey on PATH (apt-get install hey)"))
-		}
 		if slices.Contains(o.bareRoutes, routeSessionNew) {
 			fmt.Printf("\nvs-bare: %s skipped: hey sends one fixed body, and the route needs a new session each review\n", routeSessionNew)
 			o.bareRoutes = slices.DeleteFunc(slices.Clone(o.bareRoutes), func(r string) bool { return r == routeSessionNew })
@@ -224,10 +223,20 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 		return fail(err)
 	}
 	routes := slices.DeleteFunc(slices.Clone(bareRoutes), func(r string) bool { return !slices.Contains(o.bareRoutes, r) })
-	runLoad := func(w workload, d time.Duration) sample { return run(w, o.workers, d) }
+	runLoad := func(_ string, w workload, d time.Duration) sample { return run(w, o.workers, d) }
 	generator := fmt.Sprintf("%d keep-alive TLS connections from this process", o.workers)
 	if useHey {
-		runLoad = func(w workload, d time.Duration) sample { return runHey(ctx, w, o.workers, d) }
+		runLoad = func(r string, w workload, d time.Duration) sample {
+			s := runHey(ctx, w, o.workers, d)
+			// hey counts HTTP statuses only, and a refused review is a 200: one answer after
+			// the phase, checked as the Go client checks every answer, catches a route that
+			// stopped answering as it should (an expired token, say).
+			if err := checkOnce(r, w); err != nil {
+				s.errors++
+				s.firstErr = cmp.Or(s.firstErr, "after the phase: "+err.Error())
+			}
+			return s
+		}
 		generator = fmt.Sprintf("hey, %d keep-alive connections, no client certificates, the text log (as ../shared/bench/hot-routes.sh)", o.workers)
 	}
 	phase := o.bareDuration / time.Duration(o.bareRounds)
@@ -237,14 +246,14 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 	all := append([]string{"bare"}, routes...)
 	warm := min(o.warmup, phase)
 	for _, r := range all {
-		if s := runLoad(loads[r], warm); s.failed() > 0 {
+		if s := runLoad(r, loads[r], warm); s.failed() > 0 {
 			return fail(fmt.Errorf("%s warm-up: %d failed requests, first: %s", r, s.failed(), s.firstErr))
 		}
 	}
 	rounds := map[string][]sample{}
 	for round := 1; round <= o.bareRounds; round++ {
 		for _, r := range all {
-			s := runLoad(loads[r], phase)
+			s := runLoad(r, loads[r], phase)
 			fmt.Printf("  round %d %-30s %8.0f req/s  %7d ok  %d failed  %7.1f us CPU/req\n", round, r, s.rps(), s.ok, s.failed(), perRequest(s))
 			rounds[r] = append(rounds[r], s)
 		}
@@ -269,7 +278,9 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 		if hasGoal {
 			result += fmt.Sprintf(" goal_cpu_ratio=%.1f", goal)
 			rep.targets = append(rep.targets,
-				fmt.Sprintf("TARGET vs-bare %s cpu ratio %.2f >= %.1f: %s", r, s.ratio, goal, verdict(s.ratio >= goal)),
+				// Judged on the ratio as the RESULT line prints it (two decimals, as
+				// hot-routes.sh prints its own), so the verdict never contradicts the figure.
+				fmt.Sprintf("TARGET vs-bare %s cpu ratio %.2f >= %.1f: %s", r, s.ratio, goal, verdict(math.Round(s.ratio*100)/100 >= goal)),
 				fmt.Sprintf("TARGET vs-bare %s p99 %.3f ms <= bare's %.3f ms + %.0f ms: %s", r, s.p99, bareSum.p99, bareP99Slack, verdict(s.p99 <= bareSum.p99+bareP99Slack)))
 		}
 		rep.results = append(rep.results, result)

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +47,37 @@ func TestListeningAddr(t *testing.T) {
 		if got, ok := listeningAddr(line); got != want || ok != (want != "") {
 			t.Errorf("listeningAddr(%s) = %q %v, want %q", line, got, ok, want)
 		}
+	}
+}
+
+// fakeHey puts a hey on PATH that appends its -z argument to calls and prints a CSV of rows
+// answers of 200.
+func fakeHey(t *testing.T, rows int) (calls string) {
+	t.Helper()
+	dir := t.TempDir()
+	calls = filepath.Join(dir, "calls")
+	script := "#!/bin/sh\n" +
+		"while [ $# -gt 0 ]; do [ \"$1\" = -z ] && echo \"$2\" >>" + calls + "; shift; done\n" +
+		"echo response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n" +
+		"awk 'BEGIN { for (i = 0; i < " + strconv.Itoa(rows) + "; i++) print \"0.0002,0,0,0,0.0001,0,200,0.001\" }'\n"
+	if err := os.WriteFile(filepath.Join(dir, "hey"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return calls
+}
+
+func TestRunHeySplitsLongPhasesAndRefusesTruncatedResults(t *testing.T) {
+	w := workload{addr: "127.0.0.1:1", cpu: func() time.Duration { return 0 },
+		hey: &heyRequest{path: "/authorize", contentType: "application/json", body: []byte(`{}`)}}
+	calls := fakeHey(t, 3)
+	s := runHey(context.Background(), w, 2, 25*time.Second)
+	got, _ := os.ReadFile(calls)
+	if string(got) != "10s\n10s\n5s\n" || s.ok != 9 || s.failed() != 0 || s.elapsed != 25*time.Second {
+		t.Errorf("hey runs %q, %d ok, %d failed, elapsed %v; want runs of 10s, 10s and 5s, 9 ok", got, s.ok, s.failed(), s.elapsed)
+	}
+	fakeHey(t, heyMaxResults)
+	if s := runHey(context.Background(), w, 2, time.Second); s.ok != 0 || !strings.Contains(s.firstErr, "at most 1000000") {
+		t.Errorf("a run at hey's cap: %d ok, error %q; want it refused", s.ok, s.firstErr)
 	}
 }

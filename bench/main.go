@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -110,6 +111,16 @@ func main() {
 	if o.bareLoad != loadGo && o.bareLoad != loadHey {
 		fmt.Fprintf(os.Stderr, "bench: -bare-load %q: want %s or %s\n", o.bareLoad, loadGo, loadHey)
 		os.Exit(2)
+	}
+	if o.bareLoad == loadHey && o.bareDuration > 0 {
+		if _, err := exec.LookPath("hey"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -bare-load hey needs hey on PATH (apt-get install hey)")
+			os.Exit(2)
+		}
+		if !slices.ContainsFunc(o.bareRoutes, func(r string) bool { return r != routeSessionNew }) {
+			fmt.Fprintf(os.Stderr, "bench: -bare-load hey: no route to compare (%s changes its body every request, which hey cannot send)\n", routeSessionNew)
+			os.Exit(2)
+		}
 	}
 	if o.workers <= 0 || o.rounds <= 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -rounds and -duration must be positive, -warmup not negative")
