@@ -138,12 +138,12 @@ func mapOps(base string, existing, set map[string]string, remove []string) []pat
 			}
 			op = "replace"
 		}
-		ops = append(ops, patchOp{Op: op, Path: base + escapePointer(k), Value: set[k]})
+		ops = append(ops, patchOp{Op: op, Path: pointerTo(base, k), Value: set[k]})
 	}
 	slices.Sort(remove)
 	for _, k := range remove {
 		if _, ok := existing[k]; ok {
-			ops = append(ops, patchOp{Op: "remove", Path: base + escapePointer(k)})
+			ops = append(ops, patchOp{Op: "remove", Path: pointerTo(base, k)})
 		}
 	}
 	return ops
@@ -241,6 +241,25 @@ func encodePatch(ops []patchOp) []byte {
 		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// knownPointers are the JSON pointers of the keys handle sets or removes on every review, made
+// once rather than concatenated for each operation.
+var knownPointers = func() map[[2]string]string {
+	m := map[[2]string]string{}
+	for _, k := range append(protectedAnnotations[:], namespacetemplate.AnnotationTemplate, namespacetemplate.AnnotationOwnerTeams) {
+		m[[2]string{"/metadata/annotations/", k}] = "/metadata/annotations/" + escapePointer(k)
+	}
+	m[[2]string{"/metadata/labels/", namespacetemplate.LabelCreatorUID}] = "/metadata/labels/" + escapePointer(namespacetemplate.LabelCreatorUID)
+	return m
+}()
+
+// pointerTo is the JSON pointer (RFC 6901) of key k of the map at base ("/metadata/labels/").
+func pointerTo(base, k string) string {
+	if p, ok := knownPointers[[2]string{base, k}]; ok {
+		return p
+	}
+	return base + escapePointer(k)
 }
 
 // sortedKeys is the keys of m in order, in one allocation (slices.Sorted(maps.Keys(m)) grows

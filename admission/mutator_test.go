@@ -350,3 +350,17 @@ func TestCreatorGroupsLeaveOutTheProxysGroups(t *testing.T) {
 		t.Errorf("only a proxy group: %s, want []", got)
 	}
 }
+
+func TestPointerToMatchesEscaping(t *testing.T) {
+	for _, base := range []string{"/metadata/annotations/", "/metadata/labels/"} {
+		for _, k := range []string{AnnotationCreator, AnnotationCreatorGroups, AnnotationCreatorUID, "octogate.dev/template",
+			"octogate.dev/owner-teams", "octogate.dev/creator-uid", "octogate.dev/owner-team.acme.web", "a~b/c", "plain"} {
+			if got, want := pointerTo(base, k), base+escapePointer(k); got != want {
+				t.Errorf("pointerTo(%q, %q) = %q, want %q", base, k, got, want)
+			}
+		}
+	}
+	if len(knownPointers) != 6 {
+		t.Errorf("%d known pointers, want the 5 annotations and 1 label handle writes on every review", len(knownPointers))
+	}
+}
