@@ -24,6 +24,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// settledCalls is gh.Calls(endpoint) once it has not changed for 200 ms (calls a finished
+// lookup cancelled may still be on their way).
+func settledCalls(t *testing.T, gh *githubapi.Server, endpoint string) int {
+	t.Helper()
+	n, since := gh.Calls(endpoint), time.Now()
+	waitFor(t, endpoint+" calls settle", func() bool {
+		if m := gh.Calls(endpoint); m != n {
+			n, since = m, time.Now()
+		}
+		return time.Since(since) >= 200*time.Millisecond
+	})
+	return n
+}
+
 func TestSlowGitHubFillsLookupSlotsButCachedTokensStillAnswer(t *testing.T) {
 	const delay = 2 * time.Second
 	gh := githubapi.New()
