@@ -200,6 +200,14 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 // tokens, expired or not (tokenreview.RememberingLookup).
 func (v *Verifier) Remembers(key [sha256.Size]byte) bool { return v.cache.Contains(key) }
 
+// LookupKindHashed is LookupHashed with the kind of credential it answers for, always
+// tokenreview.CredentialActions (tokenreview.RememberingLookup: the dispatch of /authenticate
+// when Actions tokens are on and sessions are not).
+func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, string, error) {
+	id, err := v.LookupHashed(ctx, token, key)
+	return id, tokenreview.CredentialActions, err
+}
+
 // LookupHashed is Lookup of a token whose SHA-256 the caller has computed already
 // (tokenreview.HashedLookup: the session verifier hashes every JWT for its own cache).
 func (v *Verifier) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {

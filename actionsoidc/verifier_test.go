@@ -323,6 +323,9 @@ func TestCache(t *testing.T) {
 	if !rl.Remembers(sha256.Sum256([]byte(tok))) {
 		t.Fatal("does not remember a token it accepted")
 	}
+	if _, kind, err := rl.LookupKindHashed(ctx, tok, sha256.Sum256([]byte(tok))); err != nil || kind != tokenreview.CredentialActions {
+		t.Fatalf("LookupKindHashed: kind %q, %v; want %q", kind, err, tokenreview.CredentialActions)
+	}
 	// From now on the token's signature cannot verify: octogate forgets the key and the
 	// issuer stops publishing it.
 	v.keys.remote.Forget()

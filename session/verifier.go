@@ -153,12 +153,6 @@ func (v *Verifier) Lookup(ctx context.Context, token string) (tokenreview.Identi
 	return id, err
 }
 
-// LookupHashed is LookupKindHashed without the kind (tokenreview.HashedLookup).
-func (v *Verifier) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, error) {
-	id, _, err := v.LookupKindHashed(ctx, token, key)
-	return id, err
-}
-
 // Remembers reports whether the token whose SHA-256 is key is in the cache of verified sessions
 // and accepted Next tokens, expired or not (tokenreview.RememberingLookup).
 func (v *Verifier) Remembers(key [sha256.Size]byte) bool { return v.cache.Contains(key) }
@@ -181,7 +175,7 @@ func (v *Verifier) LookupKind(ctx context.Context, token string) (tokenreview.Id
 }
 
 // LookupKindHashed is LookupKind of a token whose SHA-256 (sha256.Sum256 of its bytes) the
-// caller has computed (tokenreview.HashedKindLookup).
+// caller has computed (tokenreview.RememberingLookup).
 func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (tokenreview.Identity, string, error) {
 	now := v.now()
 	if s, ok := v.cache.Get(key); ok && now.Before(s.exp) {

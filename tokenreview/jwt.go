@@ -30,14 +30,12 @@ type KindLookup interface {
 // shape, and hands it the hash it computed for the question: a cached review of a 1 KB Actions
 // token hashes it once and scans it for its shape not at all.
 type RememberingLookup interface {
-	HashedLookup
+	Lookup
 	// Remembers reports whether the token whose SHA-256 is key was accepted before; it may
-	// have expired since (Lookup then says so).
+	// have expired since (the lookup then says so).
 	Remembers(key [sha256.Size]byte) bool
-}
-
-// HashedKindLookup is a KindLookup that can also be handed the token's SHA-256.
-type HashedKindLookup interface {
+	// LookupKindHashed is KindLookup.LookupKind of a token whose SHA-256 (sha256.Sum256 of its
+	// bytes) is key.
 	LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, string, error)
 }
 
@@ -61,23 +59,16 @@ func (d jwtDispatch) Lookup(ctx context.Context, token string) (Identity, error)
 
 // LookupKind answers token and names its credential kind.
 func (d jwtDispatch) LookupKind(ctx context.Context, token string) (Identity, string, error) {
-	if d.jwt != nil && strings.HasPrefix(token, "eyJ") {
-		if r, ok := d.jwt.(RememberingLookup); ok {
-			key := sha256.Sum256([]byte(token))
-			if r.Remembers(key) || LooksLikeJWT(token) {
-				if k, ok := d.jwt.(HashedKindLookup); ok {
-					return k.LookupKindHashed(ctx, token, key)
-				}
-				id, err := r.LookupHashed(ctx, token, key)
-				return id, CredentialActions, err
-			}
-		} else if LooksLikeJWT(token) {
-			if k, ok := d.jwt.(KindLookup); ok {
-				return k.LookupKind(ctx, token)
-			}
-			id, err := d.jwt.Lookup(ctx, token)
-			return id, CredentialActions, err
+	if r, ok := d.jwt.(RememberingLookup); ok && strings.HasPrefix(token, "eyJ") {
+		if key := sha256.Sum256([]byte(token)); r.Remembers(key) || LooksLikeJWT(token) {
+			return r.LookupKindHashed(ctx, token, key)
 		}
+	} else if d.jwt != nil && LooksLikeJWT(token) {
+		if k, ok := d.jwt.(KindLookup); ok {
+			return k.LookupKind(ctx, token)
+		}
+		id, err := d.jwt.Lookup(ctx, token)
+		return id, CredentialActions, err
 	}
 	if d.refuseGitHub {
 		return Identity{}, CredentialGitHubToken, errSessionsRequired

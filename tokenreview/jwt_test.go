@@ -109,13 +109,14 @@ type rememberingLookup struct {
 
 func (r *rememberingLookup) Remembers(key [sha256.Size]byte) bool { return r.remember[key] }
 
-func (r *rememberingLookup) LookupHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, error) {
+func (r *rememberingLookup) LookupKindHashed(ctx context.Context, token string, key [sha256.Size]byte) (Identity, string, error) {
 	if key == sha256.Sum256([]byte(token)) {
 		r.mu.Lock()
 		r.rightKeys++
 		r.mu.Unlock()
 	}
-	return r.Lookup(ctx, token)
+	id, err := r.Lookup(ctx, token)
+	return id, CredentialActions, err
 }
 
 // TestJWTDispatchAsksWhatItRemembers: a token the JWT lookup remembers goes to it without its
