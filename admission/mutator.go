@@ -178,15 +178,26 @@ func groupsJSON(groups []string) string {
 	return string(append(b, ']'))
 }
 
-// escapePointer escapes one JSON pointer reference token (RFC 6901 section 3): "~" as "~0",
-// then "/" as "~1".
-func escapePointer(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
+// pointerTo is the JSON pointer of key k of the map at base ("/metadata/labels/"): base, then
+// k as a reference token (RFC 6901 section 3: "~" as "~0" and "/" as "~1", in one pass, so the
+// "~1" of an escaped "/" is not escaped again), in one allocation. A strings.Replacer would
+// escape as well, but takes the builder as an io.Writer, which costs a second allocation, and
+// building one per call was an eighth of a review's CPU.
+func pointerTo(base, k string) string {
+	var b strings.Builder
+	b.Grow(len(base) + len(k) + strings.Count(k, "~") + strings.Count(k, "/"))
+	b.WriteString(base)
+	for i := range len(k) {
+		switch c := k[i]; c {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteByte(c)
+		}
 	}
-	// Two passes rather than a strings.Replacer: building a Replacer per call was an eighth of
-	// a review's CPU. "~" goes first so the "~1" of an escaped "/" is not escaped again.
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return b.String()
 }
 
 // patched is admission.Patched with the patch already encoded, so Response.Complete does
@@ -241,25 +252,6 @@ func encodePatch(ops []patchOp) []byte {
 		b = append(b, '}')
 	}
 	return append(b, ']')
-}
-
-// knownPointers are the JSON pointers of the keys handle sets or removes on every review, made
-// once rather than concatenated for each operation.
-var knownPointers = func() map[[2]string]string {
-	m := map[[2]string]string{}
-	for _, k := range append(protectedAnnotations[:], namespacetemplate.AnnotationTemplate, namespacetemplate.AnnotationOwnerTeams) {
-		m[[2]string{"/metadata/annotations/", k}] = "/metadata/annotations/" + escapePointer(k)
-	}
-	m[[2]string{"/metadata/labels/", namespacetemplate.LabelCreatorUID}] = "/metadata/labels/" + escapePointer(namespacetemplate.LabelCreatorUID)
-	return m
-}()
-
-// pointerTo is the JSON pointer (RFC 6901) of key k of the map at base ("/metadata/labels/").
-func pointerTo(base, k string) string {
-	if p, ok := knownPointers[[2]string{base, k}]; ok {
-		return p
-	}
-	return base + escapePointer(k)
 }
 
 // sortedKeys is the keys of m in order, in one allocation (slices.Sorted(maps.Keys(m)) grows
