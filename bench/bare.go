@@ -185,23 +185,21 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 	defer e.gh.SetDelay(o.githubLatency)
 
 	useHey := o.bareLoad == loadHey
+	var heyEnv []string
 	if useHey {
 		if slices.Contains(o.bareRoutes, routeSessionNew) {
 			fmt.Printf("\nvs-bare: %s skipped: hey sends one fixed body, and the route needs a new session each review\n", routeSessionNew)
 			o.bareRoutes = slices.DeleteFunc(slices.Clone(o.bareRoutes), func(r string) bool { return r == routeSessionNew })
 		}
+		// As hot-routes.sh runs it: no client CA (hey presents no certificate), the default
+		// text log.
+		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LOG_FORMAT=text"}
 	}
 	bare, err := startBare(ctx, e.dir, useHey)
 	if err != nil {
 		return fail(err)
 	}
 	defer bare.stop()
-	var heyEnv []string
-	if useHey {
-		// As hot-routes.sh runs it: no client CA (hey presents no certificate), the default
-		// text log.
-		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LOG_FORMAT=text"}
-	}
 	serve, err := startServe(ctx, e, bin, append(heyEnv,
 		"OCTOGATE_POLICY_FILE="+filepath.Join(e.dir, "policy.yaml"),
 		"OCTOGATE_TOKEN_CACHE_TTL=2m",
