@@ -86,7 +86,7 @@ func main() {
 	flag.IntVar(&o.rssIdentities, "rss-identities", 10000, "identities cached in the octogate serve process whose memory is measured (0: skip)")
 	flag.IntVar(&o.rateLimitScale, "ratelimit-scale", 240, "time compression of the rate-limit measurement (an hour of one user's reviews at the default TTL takes 1h/scale; 0: skip)")
 	flag.StringVar(&o.rssEnv, "rss-env", "", "extra NAME=value settings (comma list) for the measured octogate serve, e.g. GOMEMLIMIT=48MiB")
-	flag.StringVar(&o.octogate, "octogate", "", "octogate binary for the memory measurement (default: go build ./cmd/octogate)")
+	flag.StringVar(&o.octogate, "octogate", "", "octogate binary for the memory measurement and the comparison with the bare handler (default: go build ./cmd/octogate)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "directory for one CPU profile per route and round (ROUTE-rN.pprof); go tool pprof merges several files")
 	flag.StringVar(&o.logFormat, "log", "text", "request log of the server under test: text or json (formatted as in production, then discarded), or off")
 	flag.DurationVar(&o.bareDuration, "bare-duration", 6*time.Second, "measured time per route of the comparison with a bare TLS handler (separate processes), split over -bare-rounds (0: skip it)")
