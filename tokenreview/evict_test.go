@@ -74,6 +74,23 @@ func TestEviction(t *testing.T) {
 			t.Fatal("carol is not in the team but was evicted")
 		}
 	})
+	t.Run("EvictGroup drops every token of a member, and a group no one cached drops nothing", func(t *testing.T) {
+		gh := newGitHub(t)
+		e := newEnv(t, gh, nil)
+		warm(t, e, "bob-1", "bob-2", "alice-1", "carol-1")
+		if n := e.h.EvictGroup("github:acme/unknown-team", e.clock.now()); n != 0 {
+			t.Fatalf("EvictGroup of a team no cached identity carries evicted %d", n)
+		}
+		if n := e.h.EvictGroup("github:acme/platform", e.clock.now()); n != 3 {
+			t.Fatalf("EvictGroup evicted %d identities, want 3 (bob's two tokens, alice's one)", n)
+		}
+		x := e.h.cache.index
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if len(x.keys) != 1 || len(x.byUser) != 1 || x.byUser["1003"] == nil {
+			t.Fatalf("index holds %d keys, users %v; want carol's one key", len(x.keys), x.byUser)
+		}
+	})
 	t.Run("a revoked identity is never served stale while GitHub is down", func(t *testing.T) {
 		gh := newGitHub(t)
 		e := newEnv(t, gh, nil)
