@@ -94,10 +94,10 @@ func main() {
 	flag.StringVar(&bareRouteList, "bare-routes", strings.Join(bareRoutes, ","), "comma list of the routes compared with the bare handler: "+strings.Join(bareRoutes, ", "))
 	flag.StringVar(&o.bareLoad, "bare-load", loadGo, "load generator of the comparison with the bare handler: go (this process, client certificates) or hey (a process of its own, no client certificates: ../shared/bench/hot-routes.sh's method; not for "+routeSessionNew+")")
 	flag.StringVar(&serveBareDir, "serve-bare", "", "internal: serve the bare handler with the certificates of this directory, print its address, serve until stdin closes")
-	flag.BoolVar(&serveBareOpen, "serve-bare-open", false, "internal: with -serve-bare, ask no client certificate")
+	flag.BoolVar(&serveBareOpen, "serve-bare-open", false, "internal: with -serve-bare, ask no client certificate and set no header timeout (hot-routes.sh's bare handler)")
 	flag.Parse()
 	if serveBareDir != "" {
-		if err := serveBare(serveBareDir, !serveBareOpen); err != nil {
+		if err := serveBare(serveBareDir, serveBareOpen); err != nil {
 			fmt.Fprintln(os.Stderr, "bench -serve-bare:", err)
 			os.Exit(1)
 		}
