@@ -77,8 +77,8 @@ var bareHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 // certificates required (DIR's client CA) and a 5 s header timeout, as octogate serves, or,
 // when open (-serve-bare-open, the hey load), neither: ../shared/bench/hot-routes.sh's bare
 // handler (an httptest server) sets no timeout, and the header timeout's per-request read
-// deadlines cost the bare handler about 0.4–0.6 µs of its 17–20. It prints its host:port on stdout and serves until stdin
-// closes (the bench ended) or SIGTERM.
+// deadlines cost the bare handler about 0.4–0.6 µs of its 17–20. It prints its host:port on
+// stdout and serves until stdin closes (the bench ended) or SIGTERM.
 func serveBare(dir string, open bool) error {
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.ServingCertFile), filepath.Join(dir, certs.ServingKeyFile))
 	if err != nil {

@@ -34,7 +34,7 @@ func (identityPerToken) Lookup(_ context.Context, token string) (Identity, error
 func org(n int) string { return strconv.Itoa(n)[:0] + string([]byte("acme")) }
 
 // maxBytesPerIdentity bounds the live heap one cached identity takes (the LRU entry, the
-// encoded status.user, the user and group index); 873 bytes at the last measure.
+// encoded status.user, the user index); 873 bytes at the last measure.
 const maxBytesPerIdentity = 1500
 
 // TestCacheMemoryPerIdentity fills a cache with 10,000 identities and bounds the live heap
