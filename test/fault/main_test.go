@@ -24,6 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/octogate/octogate/internal/githubapi"
 )
 
@@ -36,6 +39,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	// envtest (TestSessionsOnKubeAPIServerAlone) logs through controller-runtime; without a
+	// logger it prints a stack trace telling so after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	dir, err := os.MkdirTemp("", "octogate-fault-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fault:", err)
