@@ -62,7 +62,7 @@ type ReasonInfo struct {
 // Reasons lists every reason code, refusals first.
 var Reasons = []ReasonInfo{
 	{ReasonInvalidToken, ResultRefused,
-		"GitHub does not know the token (401: invalid, expired or revoked), or it has characters no GitHub token has",
+		"GitHub does not know the token (401: invalid, expired or revoked), or it has characters no GitHub token has, or it is a JWT cut short",
 		"get a new token (`gh auth login`, or `octogate credential --forget` for a cached device-flow token) and log in again"},
 	{ReasonNotUserToken, ResultRefused,
 		"a GitHub App installation token (ghs_) or a refresh token (ghr_): it identifies no user",

@@ -19,7 +19,9 @@ const (
 	// TokenTypeJWT is three base64url parts joined by dots: an OIDC token (e.g. GitHub
 	// Actions'), never a GitHub API token.
 	TokenTypeJWT = "jwt"
-	// TokenTypeInvalid is a token with a byte no GitHub token contains.
+	// TokenTypeInvalid is a token with a byte no GitHub token contains (a dot among them,
+	// unless it is a JWT), or one that starts as a JWT does ("eyJ", base64url of `{"`) and
+	// is none: a JWT cut short or damaged.
 	TokenTypeInvalid = "invalid"
 )
 
@@ -47,6 +49,9 @@ func TokenType(token string) string {
 	}
 	if isJWT(token) {
 		return TokenTypeJWT
+	}
+	if strings.HasPrefix(token, "eyJ") || strings.IndexByte(token, '.') >= 0 {
+		return TokenTypeInvalid
 	}
 	for _, p := range tokenPrefixes {
 		if strings.HasPrefix(token, p.prefix) {
@@ -95,7 +100,7 @@ func plausibleToken(token string) bool {
 func (r identityRules) offlineRefusal(typ string) error {
 	switch typ {
 	case TokenTypeInvalid:
-		return refused(ReasonInvalidToken, "the token has characters a GitHub token never contains: it is not a GitHub token")
+		return refused(ReasonInvalidToken, "the token has characters a GitHub token never contains, or is a JWT cut short: it is not a GitHub token")
 	case TokenTypeJWT:
 		return refused(ReasonInvalidToken, "the token is a JWT (an OIDC token), not a GitHub token: log in with a GitHub token")
 	case TokenTypeAppInstallation, TokenTypeRefresh:

@@ -23,8 +23,11 @@ func TestTokenType(t *testing.T) {
 		{"0123456789abcdef0123456789abcdef01234567", TokenTypeLegacy},
 		{"alice-octogate-demo", TokenTypeLegacy},
 		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl", TokenTypeJWT},
-		{"a.b", TokenTypeLegacy},
-		{"a..b", TokenTypeLegacy},
+		{"a.b", TokenTypeInvalid},
+		{"a..b", TokenTypeInvalid},
+		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0", TokenTypeInvalid},
+		{"eyJhbGciOiJSUzI1NiJ9", TokenTypeInvalid},
+		{"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", TokenTypeInvalid},
 		{"gho_abc def", TokenTypeInvalid},
 		{"gho_abc\u00e9", TokenTypeInvalid},
 		{"", TokenTypeLegacy},
@@ -40,7 +43,8 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 	t.Cleanup(gh.Close)
 	gh.AddUser(githubapi.User{Login: "octocat", ID: 1, Memberships: []githubapi.Membership{{Org: "acme"}},
 		Tokens: []string{"ghs_installation0123", "ghr_refresh0123", "ghp_classic0123", "gho_oauth0123",
-			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "0123456789abcdef0123456789abcdef01234567"}})
+			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "0123456789abcdef0123456789abcdef01234567",
+			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0", "eyJhbGciOiJSUzI1NiJ9", "gho_with.dot0123"}})
 	for _, tc := range []struct {
 		name      string
 		types     []string
@@ -54,6 +58,12 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 			wantError: []string{"[not_user_token]", "refresh", "identifies no user"}},
 		{name: "a JWT is not a GitHub token", token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
 			wantError: []string{"[invalid_token]", "JWT"}},
+		{name: "a JWT cut after its payload is not a GitHub token", token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0",
+			wantError: []string{"[invalid_token]", "JWT cut short", "not a GitHub token"}},
+		{name: "a JWT's header alone is not a GitHub token", token: "eyJhbGciOiJSUzI1NiJ9",
+			wantError: []string{"[invalid_token]", "JWT cut short", "not a GitHub token"}},
+		{name: "a dot is in no GitHub token", token: "gho_with.dot0123",
+			wantError: []string{"[invalid_token]", "characters a GitHub token never contains"}},
 		{name: "classic PAT refused when the admin accepts only fine-grained and oauth", token: "ghp_classic0123",
 			types: []string{"fine-grained", "oauth"}, wantError: []string{"[token_type_refused]", "classic", "fine-grained, oauth"}},
 		{name: "legacy 40-hex token refused when legacy is not accepted", token: "0123456789abcdef0123456789abcdef01234567",
