@@ -110,13 +110,21 @@ func NewValidator(cfg Config) (http.Handler, error) {
 // webhooks.Record slot and the envelope guard's hold on the outcome. MetricsPath stays
 // empty: the webhooks server meters every route itself. The log constructor adds nothing per
 // request (the default formats six attributes on every review, a sixth of its cost); reporter
-// logs the review instead. The reviews kube-apiserver sends take the fast path (decodeReview,
+// logs the review instead. controller-runtime's errors about a body it cannot take (empty,
+// not an AdmissionReview, of another Content-Type) go to debug level: the guard answers
+// those 400 and the request's log line gives the reason, so a client sending garbage does
+// not fill the log with errors. The reviews kube-apiserver sends take the fast path (decodeReview,
 // serveFast) to the same Webhook.Handle; the rest go through the webhook's ServeHTTP.
 func standalone(h ctrladmission.Handler, rep reporter) (http.Handler, error) {
 	log := logr.FromSlogHandler(rep.log.Handler())
 	wh := &ctrladmission.Webhook{
-		Handler:        h,
-		LogConstructor: func(base logr.Logger, _ *ctrladmission.Request) logr.Logger { return base },
+		Handler: h,
+		LogConstructor: func(base logr.Logger, req *ctrladmission.Request) logr.Logger {
+			if req == nil {
+				return logr.New(debugErrors{base.GetSink()})
+			}
+			return base
+		},
 	}
 	hook, err := ctrladmission.StandaloneWebhook(wh, ctrladmission.StandaloneOptions{Logger: log})
 	if err != nil {
@@ -174,5 +182,17 @@ func (r reporter) record(ctx context.Context, req ctrladmission.Request, decisio
 		r.log.DebugContext(ctx, "admission review", "webhook", r.webhook, "uid", string(req.UID),
 			"user", req.UserInfo.Username, "operation", string(req.Operation),
 			"name", req.Name, "decision", decision, "reason", reason)
+	}
+}
+
+// debugErrors is a logr sink that logs Error calls as V(1) Info lines with the error under
+// "err" (slog level -1, below Info: shown when the log level is debug). controller-runtime
+// logs a request it cannot decode as an error before answering it; for octogate that is a
+// client's mistake, answered 400 and logged with the request.
+type debugErrors struct{ logr.LogSink }
+
+func (d debugErrors) Error(err error, msg string, keysAndValues ...any) {
+	if d.Enabled(1) {
+		d.Info(1, msg, append(keysAndValues, "err", err)...)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -233,5 +234,34 @@ func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
 	want := webhooks.Outcome{Decision: decisionPatch, User: octocat.Username, UID: string(req.UID)}
 	if got := out.last(t); got != want {
 		t.Fatalf("recorded %+v, want %+v", got, want)
+	}
+}
+
+// A body controller-runtime cannot decode is a client's mistake: the guard answers it 400,
+// and controller-runtime's line about it is a debug line, not an error.
+func TestUndecodableBodiesLogNoErrors(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var logs bytes.Buffer
+		m := newMutator(Config{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))})
+		m.outcome = func(context.Context, webhooks.Outcome) {}
+		h, err := standalone(m, m.reporter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{`not json`, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, ``} {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("%q: HTTP %d, want 400", body, w.Code)
+			}
+		}
+		if strings.Contains(logs.String(), `"level":"ERROR"`) {
+			t.Errorf("log level %v: error lines for bad bodies:\n%s", level, logs.String())
+		}
+		if decodeLine := strings.Contains(logs.String(), "unable to decode the request"); decodeLine != (level == slog.LevelDebug) {
+			t.Errorf("log level %v: controller-runtime's decode line logged %v, want %v:\n%s", level, decodeLine, level == slog.LevelDebug, logs.String())
+		}
 	}
 }

@@ -27,7 +27,7 @@ const (
 )
 
 var (
-	// quiet drops controller-runtime's error lines for the malformed requests tests send.
+	// quiet drops the log lines of the malformed requests tests send.
 	quiet             = slog.New(slog.DiscardHandler)
 	namespaceKind     = metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 	namespaceResource = metav1.GroupVersionResource{Version: "v1", Resource: "namespaces"}
