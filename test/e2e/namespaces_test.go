@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +133,24 @@ func TestSelfServiceNamespaces(t *testing.T) {
 			}
 		}
 		e.mustSucceed(t, "bob", "get", "namespace", "bob-a")
+		// octogate namespaces asks the same with the uid from SelfSubjectReview.
+		cmd := exec.Command(octogateBinary(t, e.root), "namespaces", "--kubeconfig", e.kubectl.Kubeconfig, "--context", "bob")
+		cmd.Env = append(os.Environ(), "HOME="+e.kubectl.Home)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("octogate namespaces --context bob: %v\n%s%s", err, out, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var listed []string
+		for _, l := range lines[1:] {
+			listed = append(listed, "namespace/"+strings.Fields(l)[0])
+		}
+		if !slices.Equal(strings.Fields(lines[0]), []string{"NAME", "STATUS", "TEMPLATE", "AGE"}) || !slices.Equal(listed, want) ||
+			!strings.Contains(string(out), "members") {
+			t.Fatalf("octogate namespaces --context bob printed\n%s\nwant a header and %v", out, want)
+		}
 		// A list by name, as kubectl's wait after a delete watches: allowed for his own only.
 		if res := e.mustSucceed(t, "bob", "get", "namespaces", "--field-selector", "metadata.name=bob-a", "-o", "name"); strings.TrimSpace(res.Stdout) != "namespace/bob-a" {
 			t.Fatalf("bob listing bob-a by name: %s", res)
