@@ -13,7 +13,8 @@ import (
 // decision is what one delivery calls for.
 type decision struct {
 	action  string // the payload's action
-	result  string // evicted, orphaned, no-change, pong, ignored
+	result  string // evicted, orphaned, no-change, pong, ignored, bad-request
+	problem string // with bad-request: what the payload lacks
 	subject string // "user 1002" or "team acme/platform", for the log
 	revoke  []revocation.Revocation
 	orphan  *orphanCall
@@ -71,10 +72,13 @@ func user(u *github.User) (revocation.Revocation, string, bool) {
 // decide is the whole policy of the route: what a parsed event (go-github's ParseWebHook)
 // calls for. It has no side effects.
 func (r rules) decide(event any) decision {
-	evict := func(action string, u *github.User) decision {
+	// evict revokes u, the user at field of the payload; a payload without the user's id is a
+	// bad request, not a delivery that changes nothing.
+	evict := func(action string, u *github.User, field string) decision {
 		rv, subject, ok := user(u)
 		if !ok {
-			return decision{action: action, result: "no-change"}
+			return decision{action: action, result: resultBadRequest,
+				problem: field + ".id is missing or not a positive number: octogate revokes a user by their numeric id"}
 		}
 		return decision{action: action, result: "evicted", subject: subject, revoke: []revocation.Revocation{rv}}
 	}
@@ -85,7 +89,7 @@ func (r rules) decide(event any) decision {
 		action := e.GetAction()
 		switch action {
 		case "member_removed":
-			d := evict(action, e.GetMembership().GetUser())
+			d := evict(action, e.GetMembership().GetUser(), "membership.user")
 			if len(d.revoke) == 1 && r.orgs.Allows(e.GetOrganization().GetLogin()) {
 				d.orphan = &orphanCall{uid: d.revoke[0].UserID,
 					reason: "removed from GitHub organization " + e.GetOrganization().GetLogin() + " (organization member_removed webhook)"}
@@ -94,7 +98,7 @@ func (r rules) decide(event any) decision {
 		case "member_added":
 			// Their next review picks up the new membership instead of a cached refusal's
 			// aftermath or old groups; orphaned namespaces stay orphaned.
-			return evict(action, e.GetMembership().GetUser())
+			return evict(action, e.GetMembership().GetUser(), "membership.user")
 		case "member_invited":
 			// A pending invitation grants nothing (tokenreview refuses pending members).
 			return decision{action: action, result: "no-change"}
@@ -103,7 +107,7 @@ func (r rules) decide(event any) decision {
 	case *github.MembershipEvent:
 		action := e.GetAction()
 		if action == "removed" || action == "added" {
-			return evict(action, e.GetMember())
+			return evict(action, e.GetMember(), "member")
 		}
 		return decision{action: action, result: "ignored"}
 	case *github.TeamEvent:
@@ -114,7 +118,8 @@ func (r rules) decide(event any) decision {
 		org := strings.ToLower(e.GetOrg().GetLogin())
 		slug := strings.ToLower(e.GetTeam().GetSlug())
 		if org == "" || slug == "" {
-			return decision{action: action, result: "no-change"}
+			return decision{action: action, result: resultBadRequest,
+				problem: "organization.login or team.slug is missing: octogate revokes a team by organization/slug"}
 		}
 		teams := []string{org + "/" + slug}
 		// A renamed team gets a new slug; the identities cached under the old one carry the
@@ -131,12 +136,12 @@ func (r rules) decide(event any) decision {
 		return d
 	case *github.OrgBlockEvent:
 		if e.GetAction() == "blocked" {
-			return evict("blocked", e.GetBlockedUser())
+			return evict("blocked", e.GetBlockedUser(), "blocked_user")
 		}
 		return decision{action: e.GetAction(), result: "ignored"}
 	case *github.GitHubAppAuthorizationEvent:
 		if e.GetAction() == "revoked" {
-			return evict("revoked", e.GetSender())
+			return evict("revoked", e.GetSender(), "sender")
 		}
 		return decision{action: e.GetAction(), result: "ignored"}
 	}

@@ -1,6 +1,7 @@
 package githubwebhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,7 +179,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // resultRateLimited is the result of a signed delivery that found no turn within MaxWait.
-const resultRateLimited = "rate-limited"
+const (
+	resultRateLimited = "rate-limited"
+	// resultBadRequest is a delivery answered 400: unreadable, not the event it says, or
+	// without what octogate acts on.
+	resultBadRequest = "bad-request"
+)
 
 // waitTurn waits for a signed delivery's turn under Config.Rate, for up to MaxWait; it fails
 // at once when the turn would come later. Only deliveries whose signature verified take a
@@ -202,14 +208,14 @@ type labels struct{ event, action, subject string }
 func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, labels) {
 	body, err := webhooks.ReadBody(r)
 	if err != nil {
-		return http.StatusBadRequest, answer{Result: "bad-request", Message: "reading the body failed"}, labels{}
+		return http.StatusBadRequest, answer{Result: resultBadRequest, Message: "reading the body failed"}, labels{}
 	}
 	if len(body) > webhooks.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, answer{Result: "bad-request", Message: "body larger than 1 MiB"}, labels{}
+		return http.StatusRequestEntityTooLarge, answer{Result: resultBadRequest, Message: "body larger than 1 MiB"}, labels{}
 	}
 	payload, status, msg := h.verify(r, body)
 	if status != 0 {
-		result := "bad-request"
+		result := resultBadRequest
 		if status == http.StatusUnauthorized {
 			result = "bad-signature"
 		}
@@ -227,11 +233,15 @@ func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, l
 	if lb.event == "other" {
 		d = decision{result: "ignored"}
 	} else {
-		parsed, err := github.ParseWebHook(event, payload)
-		if err != nil {
-			return http.StatusBadRequest, answer{Result: "bad-request", Message: "the payload is not a " + event + " event: " + jsonProblem(err)}, lb
+		parsed, msg := parsePayload(event, payload)
+		if msg != "" {
+			return http.StatusBadRequest, answer{Result: resultBadRequest, Message: msg}, lb
 		}
 		d = h.rules.decide(parsed)
+		if d.result == resultBadRequest {
+			lb.action = actionLabel(d.action)
+			return http.StatusBadRequest, answer{Result: resultBadRequest, Message: d.problem}, lb
+		}
 	}
 	lb.action, lb.subject = actionLabel(d.action), d.subject
 	a, status := h.act(r.Context(), d)
@@ -312,15 +322,28 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// jsonProblem names what is wrong with a payload without quoting it.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at offset %d", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %s has the wrong type", te.Field)
+// parsePayload decodes a delivery's JSON payload into go-github's type for event
+// (github.ParseWebHook), or says what is wrong with it in the words every route's 400 uses
+// (package webhooks), without quoting it.
+func parsePayload(event string, payload []byte) (any, string) {
+	what := "a GitHub " + event + " event"
+	switch trimmed := bytes.TrimSpace(payload); {
+	case len(trimmed) == 0:
+		return nil, webhooks.EmptyBodyError(what)
+	case string(trimmed) == "null":
+		return nil, webhooks.NullBodyError(what)
 	}
-	return "invalid JSON"
+	parsed, err := github.ParseWebHook(event, payload)
+	if err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return nil, webhooks.NotJSONError(se)
+		case errors.As(err, &te):
+			return nil, webhooks.TypeError(te, what)
+		}
+		return nil, "the payload is not " + what
+	}
+	return parsed, ""
 }

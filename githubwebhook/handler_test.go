@@ -507,3 +507,36 @@ func TestLongDeliveryIDIsClipped(t *testing.T) {
 		}
 	}
 }
+
+// A signed delivery that is not the event its X-GitHub-Event names, or lacks the user or
+// team octogate acts on, is 400 in the words of every route's 400 and changes nothing.
+func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name, event, payload, want string
+	}{
+		{"empty", "organization", ``, "body is empty: want a GitHub organization event"},
+		{"null", "organization", `null`, "body is JSON null, want a GitHub organization event object"},
+		{"an array", "organization", `[1,2,3]`, "body is a JSON array, want a GitHub organization event object"},
+		{"cut short", "organization", `{"action":`, "body is not JSON: unexpected end of JSON input at byte 10"},
+		{"a field of the wrong type", "organization", `{"action":"member_removed","membership":{"user":"bob"}}`,
+			"membership.user is a JSON string, want an object"},
+		{"member_removed without the member", "organization", `{"action":"member_removed"}`,
+			"membership.user.id is missing or not a positive number: octogate revokes a user by their numeric id"},
+		{"a team member removed without the member", "membership", `{"action":"removed","member":{"login":"bob"}}`,
+			"member.id is missing or not a positive number"},
+		{"blocked without the user", "org_block", `{"action":"blocked"}`, "blocked_user.id is missing"},
+		{"a team deleted without its slug", "team", `{"action":"deleted","organization":{"login":"acme"},"team":{"name":"Platform"}}`,
+			"organization.login or team.slug is missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			status, a := e.deliver(t, githubapi.Delivery{Event: tc.event, ID: "bad-" + tc.name, Payload: []byte(tc.payload)}, secret)
+			if status != http.StatusBadRequest || a.Result != "bad-request" || !strings.HasPrefix(a.Message, tc.want) {
+				t.Fatalf("got %d %+v, want 400 bad-request %q", status, a, tc.want)
+			}
+			if got := e.rev.targets(); len(got) != 0 || len(e.orph.calls) != 0 {
+				t.Fatalf("revoked %v, orphaned %v", got, e.orph.calls)
+			}
+		})
+	}
+}
