@@ -185,6 +185,8 @@ func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) 
 		{"request that is not an object", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[1]}`, "request is a JSON array, want an object"},
 		{"no request.uid", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`, "request.uid is missing or empty"},
 		{"request.uid that is not a string", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, "request.uid is a JSON number, want a string"},
+		{"request.uid that is not UTF-8", "", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"a\xff\xfe\"}}",
+			"request.uid is not valid UTF-8: an answer could not carry it as it was sent"},
 		{"a request field of the wrong type", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":"g"}}}`, "request.userInfo.groups is a JSON string, want an array"},
 		{"empty body", "", ``, "body is empty: want an AdmissionReview"},
 		{"null", "", `null`, "body is JSON null, want an AdmissionReview object"},

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -71,9 +73,17 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.hook != nil {
 		var rv fastReview
 		if decodeReview(r.Header.Get("Content-Type"), body, &rv) {
+			if uidAltered(body, string(rv.req.UID)) {
+				g.refuse(ctx, w, errUIDNotUTF8)
+				return
+			}
 			serveFast(ctx, w, g.hook, g.log, &rv)
 			return
 		}
+	}
+	if !utf8.Valid(body) && requestUIDAltered(body) {
+		g.refuse(ctx, w, errUIDNotUTF8)
+		return
 	}
 	gw := &guardWriter{ResponseWriter: w}
 	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
@@ -86,6 +96,27 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.reporter.outcome(ctx, gw.held.outcome)
 	}
 }
+
+// uidAltered reports whether decoding replaced bytes of the request's uid that are not UTF-8
+// with U+FFFD (as encoding/json and sigs.k8s.io/json do), so that an answer would echo
+// another uid than the request's. kube-apiserver's uids are UUIDs; the body is scanned only
+// when the decoded uid has a U+FFFD.
+func uidAltered(body []byte, uid string) bool {
+	return strings.ContainsRune(uid, utf8.RuneError) && !utf8.Valid(body)
+}
+
+// requestUIDAltered is uidAltered for a body the fast path did not take, whose request.uid is
+// read here (controller-runtime would answer with the altered uid); false when it has none.
+func requestUIDAltered(body []byte) bool {
+	var probe struct {
+		Request struct {
+			UID string `json:"uid"`
+		} `json:"request"`
+	}
+	return json.Unmarshal(body, &probe) == nil && uidAltered(body, probe.Request.UID)
+}
+
+const errUIDNotUTF8 = "request.uid is not valid UTF-8: an answer could not carry it as it was sent"
 
 // refuse answers 400 with msg and records it as the request's outcome.
 func (g envelopeGuard) refuse(ctx context.Context, w http.ResponseWriter, msg string) {
