@@ -117,11 +117,13 @@ func NewValidator(cfg Config) (http.Handler, error) {
 // serveFast) to the same Webhook.Handle; the rest go through the webhook's ServeHTTP.
 func standalone(h ctrladmission.Handler, rep reporter) (http.Handler, error) {
 	log := logr.FromSlogHandler(rep.log.Handler())
+	// Built once, on a sink of its own: logr.New initialises the sink it is given.
+	requestErrors := logr.New(debugErrors{logr.FromSlogHandler(rep.log.Handler()).GetSink()})
 	wh := &ctrladmission.Webhook{
 		Handler: h,
 		LogConstructor: func(base logr.Logger, req *ctrladmission.Request) logr.Logger {
 			if req == nil {
-				return logr.New(debugErrors{base.GetSink()})
+				return requestErrors
 			}
 			return base
 		},

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -243,22 +244,29 @@ func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
 // and controller-runtime's line about it is a debug line, not an error.
 func TestUndecodableBodiesLogNoErrors(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
-		var logs bytes.Buffer
-		m := newMutator(Config{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))})
+		logs := &syncBuffer{}
+		m := newMutator(Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
 		m.outcome = func(context.Context, webhooks.Outcome) {}
 		h, err := standalone(m, m.reporter)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, body := range []string{`not json`, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, ``} {
-			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			if w.Code != http.StatusBadRequest {
-				t.Fatalf("%q: HTTP %d, want 400", body, w.Code)
-			}
+		// Concurrently, as the server serves them (go test -race checks the loggers).
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for _, body := range []string{`not json`, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, ``} {
+					r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+					r.Header.Set("Content-Type", "application/json")
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if w.Code != http.StatusBadRequest {
+						t.Errorf("%q: HTTP %d, want 400", body, w.Code)
+					}
+				}
+			})
 		}
+		wg.Wait()
 		if strings.Contains(logs.String(), `"level":"ERROR"`) {
 			t.Errorf("log level %v: error lines for bad bodies:\n%s", level, logs.String())
 		}
@@ -266,4 +274,22 @@ func TestUndecodableBodiesLogNoErrors(t *testing.T) {
 			t.Errorf("log level %v: controller-runtime's decode line logged %v, want %v:\n%s", level, decodeLine, level == slog.LevelDebug, logs.String())
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
