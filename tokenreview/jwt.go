@@ -45,8 +45,8 @@ var errSessionsRequired = refused(ReasonSessionsRequired, "this cluster accepts 
 
 // jwtDispatch sends tokens that look like a JWT to jwt (GitHub Actions ID tokens and sessions,
 // see Config.JWTLookup) and every other token to github, or refuses those under refuseGitHub.
-// GitHub tokens never contain a dot (their formats: ghp_..., gho_..., github_pat_..., 40 hex
-// digits).
+// A JWT starts with "eyJ"; GitHub tokens start with their prefix (ghp_..., gho_...,
+// github_pat_..., ghs_<app id>_<JWT> for stateless installation tokens) or are 40 hex digits.
 type jwtDispatch struct {
 	jwt, github  Lookup
 	refuseGitHub bool

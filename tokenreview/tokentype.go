@@ -19,9 +19,9 @@ const (
 	// TokenTypeJWT is three base64url parts joined by dots: an OIDC token (e.g. GitHub
 	// Actions'), never a GitHub API token.
 	TokenTypeJWT = "jwt"
-	// TokenTypeInvalid is a token with a byte no GitHub token contains (a dot among them,
-	// unless it is a JWT), or one that starts as a JWT does ("eyJ", base64url of `{"`) and
-	// is none: a JWT cut short or damaged.
+	// TokenTypeInvalid is a token with a byte no GitHub token contains, or one without a
+	// GitHub prefix that has a dot or starts as a JWT does ("eyJ", base64url of `{"`) and is
+	// none: a JWT cut short or damaged.
 	TokenTypeInvalid = "invalid"
 )
 
@@ -47,22 +47,26 @@ func TokenType(token string) string {
 	if !plausibleToken(token) {
 		return TokenTypeInvalid
 	}
-	if isJWT(token) {
-		return TokenTypeJWT
-	}
-	if strings.HasPrefix(token, "eyJ") || strings.IndexByte(token, '.') >= 0 {
-		return TokenTypeInvalid
-	}
+	// A prefix decides first: GitHub's stateless installation tokens carry a JWT after theirs
+	// (ghs_<app id>_<JWT>, with dots), and its other token kinds may follow.
 	for _, p := range tokenPrefixes {
 		if strings.HasPrefix(token, p.prefix) {
 			return p.typ
 		}
 	}
+	if isJWT(token) {
+		return TokenTypeJWT
+	}
+	// Without a prefix, a dot or a JWT's start ("eyJ") is a JWT cut short or damaged: the
+	// legacy format is 40 hex digits.
+	if strings.HasPrefix(token, "eyJ") || strings.IndexByte(token, '.') >= 0 {
+		return TokenTypeInvalid
+	}
 	return TokenTypeLegacy
 }
 
 // isJWT reports whether token is three non-empty base64url parts joined by dots (RFC 7519
-// section 7.2, JWS compact serialization). GitHub tokens never contain a dot.
+// section 7.2, JWS compact serialization). GitHub tokens with a dot have a GitHub prefix.
 func isJWT(token string) bool {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {

@@ -20,6 +20,9 @@ func TestTokenType(t *testing.T) {
 		{madeUp("ghu_", 36), TokenTypeAppUser},
 		{madeUp("ghs_", 36), TokenTypeAppInstallation},
 		{madeUp("ghr_", 76), TokenTypeRefresh},
+		// GitHub's stateless installation token: ghs_<app id>_<JWT>.
+		{"ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxMjM0NTYifQ.c2lnbmF0dXJl", TokenTypeAppInstallation},
+		{"ghu_x0x0.x0x0", TokenTypeAppUser},
 		{"0123456789abcdef0123456789abcdef01234567", TokenTypeLegacy},
 		{"alice-octogate-demo", TokenTypeLegacy},
 		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl", TokenTypeJWT},
@@ -44,7 +47,7 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 	gh.AddUser(githubapi.User{Login: "octocat", ID: 1, Memberships: []githubapi.Membership{{Org: "acme"}},
 		Tokens: []string{"ghs_installation0123", "ghr_refresh0123", "ghp_classic0123", "gho_oauth0123",
 			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "0123456789abcdef0123456789abcdef01234567",
-			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0", "eyJhbGciOiJSUzI1NiJ9", "gho_with.dot0123"}})
+			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0", "eyJhbGciOiJSUzI1NiJ9", "x0x0.x0x0", "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxIn0.c2ln"}})
 	for _, tc := range []struct {
 		name      string
 		types     []string
@@ -62,8 +65,10 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 			wantError: []string{"[invalid_token]", "JWT cut short", "not a GitHub token"}},
 		{name: "a JWT's header alone is not a GitHub token", token: "eyJhbGciOiJSUzI1NiJ9",
 			wantError: []string{"[invalid_token]", "JWT cut short", "not a GitHub token"}},
-		{name: "a dot is in no GitHub token", token: "gho_with.dot0123",
-			wantError: []string{"[invalid_token]", "characters a GitHub token never contains"}},
+		{name: "a dot is in no GitHub token without a prefix", token: "x0x0.x0x0",
+			wantError: []string{"[invalid_token]", "not a GitHub token"}},
+		{name: "a stateless installation token (ghs_ and a JWT) identifies no user", token: "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxIn0.c2ln",
+			wantError: []string{"[not_user_token]", "app-installation"}},
 		{name: "classic PAT refused when the admin accepts only fine-grained and oauth", token: "ghp_classic0123",
 			types: []string{"fine-grained", "oauth"}, wantError: []string{"[token_type_refused]", "classic", "fine-grained, oauth"}},
 		{name: "legacy 40-hex token refused when legacy is not accepted", token: "0123456789abcdef0123456789abcdef01234567",
