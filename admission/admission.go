@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -187,14 +188,37 @@ func (r reporter) record(ctx context.Context, req ctrladmission.Request, decisio
 	}
 }
 
-// debugErrors is a logr sink that logs Error calls as V(1) Info lines with the error under
-// "err" (slog level -1, below Info: shown when the log level is debug). controller-runtime
-// logs a request it cannot decode as an error before answering it; for octogate that is a
-// client's mistake, answered 400 and logged with the request.
+// debugErrors is a logr sink that logs controller-runtime's errors about a request's body
+// (http.go: empty, unreadable, too large, another Content-Type, undecodable) as V(1) Info
+// lines with the error under "err" (slog level -1, below Info: shown when the log level is
+// debug). Those are a client's mistakes, answered 400 and logged with the request. Every
+// other error (a failed write of an answer) stays an error.
 type debugErrors struct{ logr.LogSink }
 
+// badRequestMessages are the messages of controller-runtime v0.25's http.go for a body it
+// cannot take; another version's other words would be errors again, not lost.
+var badRequestMessages = map[string]bool{
+	"bad request": true,
+	"unable to read the body from the incoming request":                true,
+	"unable to read the body from the incoming request; limit reached": true,
+	"unable to process a request with unknown content type":            true,
+	"unable to decode the request":                                     true,
+}
+
 func (d debugErrors) Error(err error, msg string, keysAndValues ...any) {
+	if !badRequestMessages[msg] {
+		d.LogSink.Error(err, msg, keysAndValues...)
+		return
+	}
 	if d.Enabled(1) {
-		d.Info(1, msg, append(keysAndValues, "err", err)...)
+		d.Info(1, msg, slices.Concat(keysAndValues, []any{"err", err})...)
 	}
 }
+
+// WithValues keeps the demotion on the derived sink.
+func (d debugErrors) WithValues(keysAndValues ...any) logr.LogSink {
+	return debugErrors{d.LogSink.WithValues(keysAndValues...)}
+}
+
+// WithName keeps the demotion on the derived sink.
+func (d debugErrors) WithName(name string) logr.LogSink { return debugErrors{d.LogSink.WithName(name)} }

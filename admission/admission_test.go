@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -292,4 +294,20 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Only controller-runtime's errors about a request's body are demoted: a failed write of an
+// answer stays an error, also through a derived logger.
+func TestDebugErrorsDemotesOnlyBadRequests(t *testing.T) {
+	logs := &syncBuffer{}
+	log := logr.New(debugErrors{logr.FromSlogHandler(slog.NewJSONHandler(logs, nil)).GetSink()}).WithValues("k", "v").WithName("admission")
+	log.Error(errors.New("no JSON"), "unable to decode the request")
+	log.Error(errors.New("broken pipe"), "unable to encode and write the response")
+	out := logs.String()
+	if strings.Contains(out, "unable to decode the request") {
+		t.Errorf("a bad body is logged at Info level:\n%s", out)
+	}
+	if !strings.Contains(out, `"level":"ERROR","msg":"unable to encode and write the response"`) || !strings.Contains(out, "broken pipe") {
+		t.Errorf("a failed write is not an error:\n%s", out)
+	}
 }
