@@ -171,6 +171,7 @@ func indent(t *testing.T, b []byte) []byte {
 // one-line error in JSON words, and that error, not whatever the handler decided about the
 // body on the way, is the request's one recorded outcome.
 func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) {
+	const uidReplacement = "request.uid has bytes that are not UTF-8 or a U+FFFD: kube-apiserver's uids are UUIDs, and an answer must echo the uid exactly"
 	tests := []struct {
 		name        string
 		contentType string // "" means application/json
@@ -188,8 +189,11 @@ func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) 
 		{"request that is not an object", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[1]}`, "request is a JSON array, want an object"},
 		{"no request.uid", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`, "request.uid is missing or empty"},
 		{"request.uid that is not a string", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`, "request.uid is a JSON number, want a string"},
-		{"request.uid that is not UTF-8", "", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"a\xff\xfe\"}}",
-			"request.uid is not valid UTF-8: an answer could not carry it as it was sent"},
+		{"request.uid that is not UTF-8", "", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"a\xff\xfe\"}}", uidReplacement},
+		{"request.uid with an unpaired surrogate", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a\ud800"}}`, uidReplacement},
+		{"request.uid with U+FFFD", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a\ufffd"}}`, uidReplacement},
+		{"request.uid not UTF-8 behind a top-level field the fast path leaves", "", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"extra\":1,\"request\":{\"uid\":\"a\xff\"}}", uidReplacement},
+		{"another kind with a uid that is not UTF-8", "", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Pod\",\"request\":{\"uid\":\"a\xff\"}}", `kind must be AdmissionReview, not "Pod"`},
 		{"a request field of the wrong type", "", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":"g"}}}`, "request.userInfo.groups is a JSON string, want an array"},
 		{"empty body", "", ``, "body is empty: want an AdmissionReview"},
 		{"null", "", `null`, "body is JSON null, want an AdmissionReview object"},

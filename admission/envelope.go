@@ -73,17 +73,13 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.hook != nil {
 		var rv fastReview
 		if decodeReview(r.Header.Get("Content-Type"), body, &rv) {
-			if uidAltered(body, string(rv.req.UID)) {
-				g.refuse(ctx, w, errUIDNotUTF8)
+			if strings.ContainsRune(string(rv.req.UID), utf8.RuneError) {
+				g.refuse(ctx, w, errUIDReplacement)
 				return
 			}
 			serveFast(ctx, w, g.hook, g.log, &rv)
 			return
 		}
-	}
-	if !utf8.Valid(body) && requestUIDAltered(body) {
-		g.refuse(ctx, w, errUIDNotUTF8)
-		return
 	}
 	gw := &guardWriter{ResponseWriter: w}
 	inner := r.WithContext(context.WithValue(ctx, heldOutcomeKey{}, &gw.held))
@@ -97,26 +93,11 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// uidAltered reports whether decoding replaced bytes of the request's uid that are not UTF-8
-// with U+FFFD (as encoding/json and sigs.k8s.io/json do), so that an answer would echo
-// another uid than the request's. kube-apiserver's uids are UUIDs; the body is scanned only
-// when the decoded uid has a U+FFFD.
-func uidAltered(body []byte, uid string) bool {
-	return strings.ContainsRune(uid, utf8.RuneError) && !utf8.Valid(body)
-}
-
-// requestUIDAltered is uidAltered for a body the fast path did not take, whose request.uid is
-// read here (controller-runtime would answer with the altered uid); false when it has none.
-func requestUIDAltered(body []byte) bool {
-	var probe struct {
-		Request struct {
-			UID string `json:"uid"`
-		} `json:"request"`
-	}
-	return json.Unmarshal(body, &probe) == nil && uidAltered(body, probe.Request.UID)
-}
-
-const errUIDNotUTF8 = "request.uid is not valid UTF-8: an answer could not carry it as it was sent"
+// errUIDReplacement refuses a request.uid with U+FFFD, which the decoders put in place of
+// bytes that are not UTF-8 and of unpaired surrogate escapes: an answer would echo another
+// uid than the request's, and kube-apiserver matches the answer by it. Its uids are UUIDs, so
+// a U+FFFD the request spelled out is refused too.
+const errUIDReplacement = "request.uid has bytes that are not UTF-8 or a U+FFFD: kube-apiserver's uids are UUIDs, and an answer must echo the uid exactly"
 
 // refuse answers 400 with msg and records it as the request's outcome.
 func (g envelopeGuard) refuse(ctx context.Context, w http.ResponseWriter, msg string) {
@@ -154,10 +135,30 @@ func (g *guardWriter) Write(p []byte) (int, error) {
 func isReviewAnswer(p []byte) bool {
 	for _, prefix := range reviewPrefixes {
 		if bytes.HasPrefix(p, prefix) {
-			return len(p) > len(prefix) && p[len(prefix)] != '"'
+			return len(p) > len(prefix) && p[len(prefix)] != '"' && !hasReplacement(jsonStringAt(p[len(prefix):]))
 		}
 	}
 	return false
+}
+
+// jsonStringAt is the encoded JSON string p starts with (after its opening quote), up to its
+// closing quote.
+func jsonStringAt(p []byte) []byte {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '"':
+			return p[:i]
+		}
+	}
+	return p
+}
+
+// hasReplacement reports whether the encoded JSON string s has a U+FFFD, written out or as
+// encoding/json escapes it in place of bytes that are not UTF-8.
+func hasReplacement(s []byte) bool {
+	return bytes.Contains(s, []byte(`\ufffd`)) || bytes.ContainsRune(s, utf8.RuneError)
 }
 
 const (
@@ -227,6 +228,8 @@ func envelopeError(contentType string, body []byte) string {
 		return "request." + msg
 	case uid == "":
 		return "request.uid is missing or empty"
+	case strings.ContainsRune(uid, utf8.RuneError):
+		return errUIDReplacement
 	}
 	// The envelope is fine, so a field inside the request has the wrong JSON type.
 	var ar admissionv1.AdmissionReview
