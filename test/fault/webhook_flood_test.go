@@ -132,14 +132,16 @@ func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	// The route takes 500 deliveries a second (OCTOGATE_GITHUB_WEBHOOK_RATE's default) and
 	// the senders wait for their turn, so the flood takes its time and leaves the CPU to
 	// kube-apiserver's requests. Their median stays within three times the median before
-	// (with 2 ms to spare), and their slowest stay far inside kube-apiserver's webhook
+	// (with 0.2 ms to spare), and their slowest stay far inside kube-apiserver's webhook
 	// timeouts. The median, not the p99: go test runs other packages (kube-apiserver, etcd,
 	// image builds) beside this one on the same cores, and their bursts move a p99 measured
-	// over a few seconds by tens of milliseconds either way.
+	// over a few seconds by tens of milliseconds either way (a CI run: p99 9.7 ms before,
+	// 23.6 during; median 1.59 and 2.33 ms). Without the rate limit the median grows about
+	// sixfold (0.24 to 1.62 ms here), beyond this bound.
 	if rate := float64(deliveries) / floodTime.Seconds(); rate > 500*1.2 {
 		t.Errorf("%.0f deliveries a second, above the route's rate of 500", rate)
 	}
-	if p50 := r.lat.pct(0.5); p50 > 3*before.pct(0.5)+2*time.Millisecond {
+	if p50 := r.lat.pct(0.5); p50 > 3*before.pct(0.5)+200*time.Microsecond {
 		t.Errorf("other routes' median %v during the flood, more than three times %v before", p50, before.pct(0.5))
 	}
 	if p99, worst := r.lat.pct(0.99), r.lat.pct(1); p99 > 250*time.Millisecond || worst > 2*time.Second {
