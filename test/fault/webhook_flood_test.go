@@ -16,7 +16,7 @@ import (
 // deliveries for users octogate has never seen, from 16 senders as fast as they are taken,
 // while kube-apiserver's requests (cached TokenReviews, SubjectAccessReviews) keep coming.
 // Every delivery is answered, the route keeps to its rate, the other routes' latency stays
-// within bounds, and memory stays bounded (the delivery-id LRU and the revocations kept hold
+// within bounds of their latency without the flood (measured before and after it), and memory stays bounded (the delivery-id LRU and the revocations kept hold
 // 10,000 entries each).
 func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	const (
@@ -114,11 +114,21 @@ func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	close(stop)
 	r := <-during
 	rssAfter := rss()
+	// The routes alone once more: the other packages' load may have grown since the first
+	// measure, and the bound below compares with the busier of the two.
+	stop = make(chan struct{})
+	go func() { time.Sleep(3 * time.Second); close(stop) }()
+	after, bad := measure(stop)
+	if bad > 0 {
+		t.Fatalf("%d failed requests after the flood", bad)
+	}
+	baseline := max(before.pct(0.5), after.pct(0.5))
 
 	t.Logf("MEASURED: %d deliveries in %v (%.0f/s) by %d senders", deliveries, floodTime.Round(time.Millisecond),
 		float64(deliveries)/floodTime.Seconds(), senders)
 	t.Logf("MEASURED: other routes before the flood: %v", before)
 	t.Logf("MEASURED: other routes during the flood: %v", r.lat)
+	t.Logf("MEASURED: other routes after the flood: %v", after)
 	t.Logf("MEASURED: RSS %d MiB before, %d MiB after (+%d MiB)", rssBefore>>20, rssAfter>>20, (rssAfter-rssBefore)>>20)
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d deliveries failed, first: %v", n, firstErr.Load())
@@ -131,8 +141,8 @@ func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	}
 	// The route takes 500 deliveries a second (OCTOGATE_GITHUB_WEBHOOK_RATE's default) and
 	// the senders wait for their turn, so the flood takes its time and leaves the CPU to
-	// kube-apiserver's requests. Their median stays within three times the median before
-	// (with 0.2 ms to spare), and their slowest stay far inside kube-apiserver's webhook
+	// kube-apiserver's requests. Their median stays within three times the median without
+	// the flood (the busier of before and after, with 0.2 ms to spare), and their slowest stay far inside kube-apiserver's webhook
 	// timeouts. The median, not the p99: go test runs other packages (kube-apiserver, etcd,
 	// image builds) beside this one on the same cores, and their bursts move a p99 measured
 	// over a few seconds by tens of milliseconds either way (a CI run: p99 9.7 ms before,
@@ -141,8 +151,8 @@ func TestGitHubWebhookFloodLeavesOtherRoutesAlone(t *testing.T) {
 	if rate := float64(deliveries) / floodTime.Seconds(); rate > 500*1.2 {
 		t.Errorf("%.0f deliveries a second, above the route's rate of 500", rate)
 	}
-	if p50 := r.lat.pct(0.5); p50 > 3*before.pct(0.5)+200*time.Microsecond {
-		t.Errorf("other routes' median %v during the flood, more than three times %v before", p50, before.pct(0.5))
+	if p50 := r.lat.pct(0.5); p50 > 3*baseline+200*time.Microsecond {
+		t.Errorf("other routes' median %v during the flood, more than three times %v without it", p50, baseline)
 	}
 	if p99, worst := r.lat.pct(0.99), r.lat.pct(1); p99 > 250*time.Millisecond || worst > 2*time.Second {
 		t.Errorf("other routes' p99 %v and slowest %v during the flood, want at most 250ms and 2s", p99, worst)
