@@ -72,9 +72,13 @@ func user(u *github.User) (revocation.Revocation, string, bool) {
 // decide is the whole policy of the route: what a parsed event (go-github's ParseWebHook)
 // calls for. It has no side effects.
 func (r rules) decide(event any) decision {
-	// evict revokes u, the user at field of the payload; a payload without the user's id is a
-	// bad request, not a delivery that changes nothing.
+	// evict revokes u, the user at field of the payload. GitHub's schema lets the user be
+	// null (a deleted account): nothing to revoke. A user without a numeric id is a bad
+	// request, not a delivery that changes nothing.
 	evict := func(action string, u *github.User, field string) decision {
+		if u == nil {
+			return decision{action: action, result: "no-change"}
+		}
 		rv, subject, ok := user(u)
 		if !ok {
 			return decision{action: action, result: resultBadRequest,

@@ -520,11 +520,11 @@ func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
 		{"cut short", "organization", `{"action":`, "body is not JSON: unexpected end of JSON input at byte 10"},
 		{"a field of the wrong type", "organization", `{"action":"member_removed","membership":{"user":"bob"}}`,
 			"membership.user is a JSON string, want an object"},
-		{"member_removed without the member", "organization", `{"action":"member_removed"}`,
+		{"member_removed with a user without an id", "organization", `{"action":"member_removed","membership":{"user":{"login":"bob"}}}`,
 			"membership.user.id is missing or not a positive number: octogate revokes a user by their numeric id"},
-		{"a team member removed without the member", "membership", `{"action":"removed","member":{"login":"bob"}}`,
+		{"a team member removed without an id", "membership", `{"action":"removed","member":{"login":"bob"}}`,
 			"member.id is missing or not a positive number"},
-		{"blocked without the user", "org_block", `{"action":"blocked"}`, "blocked_user.id is missing"},
+		{"blocked with a user id of 0", "org_block", `{"action":"blocked","blocked_user":{"id":0}}`, "blocked_user.id is missing"},
 		{"a team deleted without its slug", "team", `{"action":"deleted","organization":{"login":"acme"},"team":{"name":"Platform"}}`,
 			"organization.login or team.slug is missing"},
 	} {
@@ -538,5 +538,22 @@ func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
 				t.Fatalf("revoked %v, orphaned %v", got, e.orph.calls)
 			}
 		})
+	}
+}
+
+// GitHub's schema lets the user of these events be null (a deleted account): such a delivery
+// changes nothing and is answered 200, not 400.
+func TestNullUsersChangeNothing(t *testing.T) {
+	for _, tc := range []struct{ event, payload string }{
+		{"organization", `{"action":"member_removed","membership":{"user":null}}`},
+		{"organization", `{"action":"member_removed"}`},
+		{"membership", `{"action":"removed","member":null}`},
+		{"org_block", `{"action":"blocked","blocked_user":null}`},
+	} {
+		e := newEnv(t)
+		status, a := e.deliver(t, githubapi.Delivery{Event: tc.event, Payload: []byte(tc.payload)}, secret)
+		if status != http.StatusOK || a.Result != "no-change" || len(e.rev.targets()) != 0 {
+			t.Errorf("%s %s: got %d %+v, revoked %v; want 200 no-change", tc.event, tc.payload, status, a, e.rev.targets())
+		}
 	}
 }
