@@ -21,6 +21,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/octogate/octogate/internal/syncbuf"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -250,7 +251,7 @@ func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
 // and controller-runtime's line about it is a debug line, not an error.
 func TestUndecodableBodiesLogNoErrors(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		m := newMutator(Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
 		m.outcome = func(context.Context, webhooks.Outcome) {}
 		h, err := standalone(m, m.reporter)
@@ -282,28 +283,10 @@ func TestUndecodableBodiesLogNoErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Only controller-runtime's errors about a request's body are demoted: a failed write of an
 // answer stays an error, also through a derived logger.
 func TestDebugErrorsDemotesOnlyBadRequests(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := logr.New(debugErrors{logr.FromSlogHandler(slog.NewJSONHandler(logs, nil)).GetSink()}).WithValues("k", "v").WithName("admission")
 	log.Error(errors.New("no JSON"), "unable to decode the request")
 	log.Error(errors.New("broken pipe"), "unable to encode and write the response")

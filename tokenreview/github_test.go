@@ -1,7 +1,6 @@
 package tokenreview
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/octogate/octogate/internal/githubapi"
 	"github.com/octogate/octogate/internal/githuborgs"
+	"github.com/octogate/octogate/internal/syncbuf"
 )
 
 // fakeClock is the cache's clock; tests move it instead of sleeping.
@@ -35,21 +35,9 @@ type env struct {
 	gh    *githubapi.Server
 	h     *Handler
 	reg   *prometheus.Registry
-	logs  *syncBuffer
+	logs  *syncbuf.Buffer
 	clock *fakeClock
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func newEnv(t testing.TB, gh *githubapi.Server, mutate func(*Config)) *env {
 	t.Helper()
@@ -57,7 +45,7 @@ func newEnv(t testing.TB, gh *githubapi.Server, mutate func(*Config)) *env {
 		gh = githubapi.New()
 		t.Cleanup(gh.Close)
 	}
-	e := &env{gh: gh, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, clock: newClock()}
+	e := &env{gh: gh, reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}, clock: newClock()}
 	cfg := Config{
 		GitHubAPIURL: gh.URL(),
 		Orgs:         []string{"acme", "Umbrella"},

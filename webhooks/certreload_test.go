@@ -7,29 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/syncbuf"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestCertReloaderToleratesAPairReplacedFileByFile(t *testing.T) {
 	ca, err := certs.NewCA("test-ca")
@@ -54,7 +37,7 @@ func TestCertReloaderToleratesAPairReplacedFileByFile(t *testing.T) {
 	write(certFile, first.CertPEM)
 	write(keyFile, first.KeyPEM)
 
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	var loads []tls.Certificate
 	r, err := newCertReloader(certFile, keyFile, 5*time.Second, slog.New(slog.NewTextHandler(logs, nil)), func(c tls.Certificate) { loads = append(loads, c) })
 	if err != nil {
@@ -108,7 +91,7 @@ func TestCertReloaderReadsRenewalsAsOneVersion(t *testing.T) {
 	if _, err := set.WriteDir(dir, false); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	r, err := newCertReloader(filepath.Join(dir, certs.ServingCertFile), filepath.Join(dir, certs.ServingKeyFile), 0,
 		slog.New(slog.NewTextHandler(logs, nil)), func(tls.Certificate) {})
 	if err != nil {

@@ -1,7 +1,6 @@
 package webhooks_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/syncbuf"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -27,24 +26,6 @@ func TestMain(m *testing.M) {
 	// controller-runtime logs through its own logger, which complains when never set.
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
-}
-
-// syncBuffer is a log sink safe for the server's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // pki is a CA with a serving certificate for 127.0.0.1 written to files.
@@ -91,7 +72,7 @@ type testServer struct {
 	url    string
 	client *http.Client
 	pki    *pki
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -100,7 +81,7 @@ type testServer struct {
 // names some), mounts routes with mount, and stops it when the test ends.
 func startServer(t *testing.T, cfg webhooks.Config, mount func(*webhooks.Server)) *testServer {
 	t.Helper()
-	ts := &testServer{logs: &syncBuffer{}, done: make(chan error, 1)}
+	ts := &testServer{logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cfg.Listen = "127.0.0.1:0"
 	if cfg.TLSCertFile == "" {
 		ts.pki = newPKI(t)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/syncbuf"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -241,7 +242,7 @@ func TestServingCertificateReload(t *testing.T) {
 }
 
 func TestSelfSignedCertificate(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	s, err := webhooks.New(webhooks.Config{
 		Listen: "127.0.0.1:0",
 		Logger: newJSONLogger(logs),

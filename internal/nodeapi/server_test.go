@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/octogate/octogate/internal/syncbuf"
 )
 
 const (
@@ -109,28 +110,9 @@ func stream(t *testing.T, e remotecommand.Executor, stdin io.Reader) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err := e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Stderr: &errOut})
 	return result{out.String(), errOut.String(), err}
-}
-
-// syncBuffer is a bytes.Buffer that a stream's copy goroutine may still write to after a
-// timed-out StreamWithContext returned.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func exitCode(err error) int {
