@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/octogate/octogate/internal/nodeapi"
+	"github.com/octogate/octogate/internal/syncbuf"
 )
 
 const (
@@ -308,7 +309,7 @@ func portForward(ctx context.Context, t *testing.T, k Kubectl, args ...string) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncWriter{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -349,24 +350,6 @@ func portForward(ctx context.Context, t *testing.T, k Kubectl, args ...string) (
 		t.Fatalf("kubectl port-forward not ready in 30s: %s", stderr.String())
 	}
 	return 0, stop
-}
-
-// syncWriter collects a child process's stderr for failure messages.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func httpGet(t *testing.T, url string) string {
