@@ -185,15 +185,7 @@ func envelopeError(contentType string, body []byte) string {
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return webhooks.NotJSONError(se)
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return webhooks.TypeError(te, "an AdmissionReview")
-		}
-		return "body is not a JSON object"
+		return webhooks.DecodeError(err, "an AdmissionReview")
 	}
 	if top == nil {
 		return webhooks.NullBodyError("an AdmissionReview")

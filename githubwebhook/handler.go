@@ -335,15 +335,7 @@ func parsePayload(event string, payload []byte) (any, string) {
 	}
 	parsed, err := github.ParseWebHook(event, payload)
 	if err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return nil, webhooks.NotJSONError(se)
-		case errors.As(err, &te):
-			return nil, webhooks.TypeError(te, what)
-		}
-		return nil, "the payload is not " + what
+		return nil, webhooks.DecodeError(err, what)
 	}
 	return parsed, ""
 }

@@ -106,7 +106,7 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 	}
 	var req reviewRequest
 	if err := jsonv1.Unmarshal(body, &req); err != nil {
-		return "", attrs, badReview(jsonError(err))
+		return "", attrs, badReview(webhooks.DecodeError(err, want))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
 		return "", attrs, badReview(webhooks.NullBodyError(want))
@@ -150,20 +150,6 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 		return "", attrs, badReview("spec sets neither resourceAttributes nor nonResourceAttributes")
 	}
 	return req.APIVersion, attrs, nil
-}
-
-// jsonError says in JSON words what json.Unmarshal found wrong with a review body: where
-// the syntax breaks, or which field has which JSON type instead of which.
-func jsonError(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return webhooks.NotJSONError(se)
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return webhooks.TypeError(te, "a "+reviewKind)
-	}
-	return "body is not JSON"
 }
 
 // answer is the encoded answer to a review in apiVersion: rendered at compile time for the

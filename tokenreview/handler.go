@@ -113,15 +113,7 @@ func decodeReview(body []byte) (review, error) {
 		return rv, errors.New(webhooks.EmptyBodyError(want))
 	}
 	if err := jsonv1.Unmarshal(body, &rv); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return rv, errors.New(webhooks.NotJSONError(se))
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return rv, errors.New(webhooks.TypeError(te, want))
-		}
-		return rv, errors.New("body is not JSON")
+		return rv, errors.New(webhooks.DecodeError(err, want))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
 		return rv, errors.New(webhooks.NullBodyError(want))

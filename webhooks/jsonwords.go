@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -74,6 +75,21 @@ func TypeError(err *json.UnmarshalTypeError, review string) string {
 		return fmt.Sprintf("body is a JSON %s, want %s object", JSONValueWord(err.Value), review)
 	}
 	return fmt.Sprintf("%s is a JSON %s, want %s", err.Field, JSONValueWord(err.Value), JSONTypeWords(err.Type))
+}
+
+// DecodeError says in these words what a JSON decode of a body found wrong: where its syntax
+// breaks (NotJSONError) or which field has which JSON type (TypeError, review as there);
+// any other error is "body is not JSON".
+func DecodeError(err error, review string) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return NotJSONError(se)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return TypeError(te, review)
+	}
+	return "body is not JSON"
 }
 
 // NullBodyError is "body is JSON null, want <review> object".

@@ -1,0 +1,31 @@
+package webhooks_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/octogate/octogate/webhooks"
+)
+
+// DecodeError is the one place every route's decoder turns a JSON decode error into words.
+func TestDecodeError(t *testing.T) {
+	var v struct {
+		Spec struct {
+			Token string `json:"token"`
+		} `json:"spec"`
+	}
+	for body, want := range map[string]string{
+		`{"spec":`:               "body is not JSON: unexpected end of JSON input at byte 8",
+		`[1]`:                    "body is a JSON array, want a TokenReview object",
+		`{"spec":{"token":123}}`: "spec.token is a JSON number, want a string",
+	} {
+		err := json.Unmarshal([]byte(body), &v)
+		if got := webhooks.DecodeError(err, "a TokenReview"); got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+	if got := webhooks.DecodeError(errors.New("other"), "a TokenReview"); got != "body is not JSON" {
+		t.Errorf("another error: %q", got)
+	}
+}
