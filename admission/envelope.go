@@ -114,7 +114,8 @@ var reviewPrefixes = [...][]byte{
 }
 
 // guardWriter passes the answer through when it starts like a supported AdmissionReview
-// with a non-empty uid, else swallows it: the guard then answers with the 400 error.
+// with a non-empty uid without U+FFFD, else swallows it: the guard then answers with the
+// 400 error.
 type guardWriter struct {
 	http.ResponseWriter
 	decided, refused bool

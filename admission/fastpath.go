@@ -50,6 +50,9 @@ type fastReview struct {
 //     admission.k8s.io/v1 or admission.k8s.io/v1beta1, both spelled exactly;
 //   - a request with a non-empty uid.
 //
+// The guard still refuses a review it takes whose uid has U+FFFD (errUIDReplacement), as it
+// refuses controller-runtime's answer to one.
+//
 // The body is decoded as the API machinery's non-strict JSON serializer decodes it
 // (sigs.k8s.io/json, case-sensitive field names, into a v1 AdmissionReview whose request is
 // the Request's own, as http.go sets it up). ServeHTTP answers in the apiVersion and kind the
