@@ -238,14 +238,12 @@ func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, l
 			return http.StatusBadRequest, answer{Result: resultBadRequest, Message: msg}, lb
 		}
 		d = h.rules.decide(parsed)
-		if d.result == resultBadRequest {
-			lb.action = actionLabel(d.action)
-			return http.StatusBadRequest, answer{Result: resultBadRequest, Message: d.problem}, lb
-		}
 	}
 	lb.action, lb.subject = actionLabel(d.action), d.subject
 	a, status := h.act(r.Context(), d)
-	if status < 500 && delivery != "" {
+	// Only a delivery acted on is remembered: a redelivery of a bad request or a failure gets
+	// its answer again.
+	if status < 400 && delivery != "" {
 		h.deliveries.Add(delivery, struct{}{})
 	}
 	a.EventName = event
@@ -283,9 +281,13 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 	return payload, 0, ""
 }
 
-// act carries out d.
+// act carries out d and gives its answer and status.
 func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 	a := answer{Result: d.result}
+	if d.result == resultBadRequest {
+		a.Message = d.problem
+		return a, http.StatusBadRequest
+	}
 	for _, rv := range d.revoke {
 		rv.At = h.now()
 		a.Evicted += h.revoker.Revoke(ctx, rv)

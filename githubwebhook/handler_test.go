@@ -530,9 +530,12 @@ func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			status, a := e.deliver(t, githubapi.Delivery{Event: tc.event, ID: "bad-" + tc.name, Payload: []byte(tc.payload)}, secret)
-			if status != http.StatusBadRequest || a.Result != "bad-request" || !strings.HasPrefix(a.Message, tc.want) {
-				t.Fatalf("got %d %+v, want 400 bad-request %q", status, a, tc.want)
+			// Twice, as GitHub's Redeliver sends it: a bad request is not remembered as handled.
+			for range 2 {
+				status, a := e.deliver(t, githubapi.Delivery{Event: tc.event, ID: "bad-" + tc.name, Payload: []byte(tc.payload)}, secret)
+				if status != http.StatusBadRequest || a.Result != "bad-request" || !strings.HasPrefix(a.Message, tc.want) {
+					t.Fatalf("got %d %+v, want 400 bad-request %q", status, a, tc.want)
+				}
 			}
 			if got := e.rev.targets(); len(got) != 0 || len(e.orph.calls) != 0 {
 				t.Fatalf("revoked %v, orphaned %v", got, e.orph.calls)
