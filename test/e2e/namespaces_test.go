@@ -134,7 +134,7 @@ func TestSelfServiceNamespaces(t *testing.T) {
 		}
 		e.mustSucceed(t, "bob", "get", "namespace", "bob-a")
 		// octogate namespaces asks the same with the uid from SelfSubjectReview.
-		cmd := exec.Command(octogateBinary(t, e.root), "namespaces", "--kubeconfig", e.kubectl.Kubeconfig, "--context", "bob")
+		cmd := exec.Command(e.cluster.Config.OctogateBinary, "namespaces", "--kubeconfig", e.kubectl.Kubeconfig, "--context", "bob")
 		cmd.Env = append(os.Environ(), "HOME="+e.kubectl.Home)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
