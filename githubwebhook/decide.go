@@ -14,7 +14,7 @@ import (
 type decision struct {
 	action  string // the payload's action
 	result  string // evicted, orphaned, no-change, pong, ignored, bad-request
-	problem string // with bad-request: what the payload lacks
+	problem string // with bad-request: what is wrong with the payload
 	subject string // "user 1002" or "team acme/platform", for the log
 	revoke  []revocation.Revocation
 	orphan  *orphanCall

@@ -232,11 +232,9 @@ func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, l
 	var d decision
 	if lb.event == "other" {
 		d = decision{result: "ignored"}
+	} else if parsed, msg := parsePayload(event, payload); msg != "" {
+		d = decision{result: resultBadRequest, problem: msg}
 	} else {
-		parsed, msg := parsePayload(event, payload)
-		if msg != "" {
-			return http.StatusBadRequest, answer{Result: resultBadRequest, Message: msg}, lb
-		}
 		d = h.rules.decide(parsed)
 	}
 	lb.action, lb.subject = actionLabel(d.action), d.subject

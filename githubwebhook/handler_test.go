@@ -520,6 +520,8 @@ func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
 		{"cut short", "organization", `{"action":`, "body is not JSON: unexpected end of JSON input at byte 10"},
 		{"a field of the wrong type", "organization", `{"action":"member_removed","membership":{"user":"bob"}}`,
 			"membership.user is a JSON string, want an object"},
+		{"a user id that is no integer", "organization", `{"action":"member_removed","membership":{"user":{"login":"x","id":1.5}}}`,
+			"membership.user.id is a JSON number, want an integer"},
 		{"member_removed with a user without an id", "organization", `{"action":"member_removed","membership":{"user":{"login":"bob"}}}`,
 			"membership.user.id is missing or not a positive number: octogate revokes a user by their numeric id"},
 		{"a team member removed without an id", "membership", `{"action":"removed","member":{"login":"bob"}}`,
@@ -533,8 +535,8 @@ func TestSignedBadPayloadsAre400AndSayWhy(t *testing.T) {
 			// Twice, as GitHub's Redeliver sends it: a bad request is not remembered as handled.
 			for range 2 {
 				status, a := e.deliver(t, githubapi.Delivery{Event: tc.event, ID: "bad-" + tc.name, Payload: []byte(tc.payload)}, secret)
-				if status != http.StatusBadRequest || a.Result != "bad-request" || !strings.HasPrefix(a.Message, tc.want) {
-					t.Fatalf("got %d %+v, want 400 bad-request %q", status, a, tc.want)
+				if status != http.StatusBadRequest || a.Result != "bad-request" || !strings.HasPrefix(a.Message, tc.want) || a.EventName != tc.event {
+					t.Fatalf("got %d %+v, want 400 bad-request %q for event %s", status, a, tc.want, tc.event)
 				}
 			}
 			if got := e.rev.targets(); len(got) != 0 || len(e.orph.calls) != 0 {

@@ -19,7 +19,8 @@ func JSONValueWord(v string) string {
 }
 
 // JSONTypeWords names, in JSON words, what decodes into a Go value of type t: "a string",
-// "true or false", "an object", "an array", "a base64 string" ([]byte) or "a number".
+// "true or false", "an object", "an array", "a base64 string" ([]byte), "an integer" (for
+// Go's integer types, which refuse 1.5 and numbers beyond their range) or "a number".
 func JSONTypeWords(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -36,6 +37,9 @@ func JSONTypeWords(t reflect.Type) string {
 			return "a base64 string"
 		}
 		return "an array"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
 	default:
 		return "a number"
 	}

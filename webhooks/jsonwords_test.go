@@ -13,12 +13,14 @@ func TestDecodeError(t *testing.T) {
 	var v struct {
 		Spec struct {
 			Token string `json:"token"`
+			TTL   int64  `json:"ttl"`
 		} `json:"spec"`
 	}
 	for body, want := range map[string]string{
 		`{"spec":`:               "body is not JSON: unexpected end of JSON input at byte 8",
 		`[1]`:                    "body is a JSON array, want a TokenReview object",
 		`{"spec":{"token":123}}`: "spec.token is a JSON number, want a string",
+		`{"spec":{"ttl":1.5}}`:   "spec.ttl is a JSON number, want an integer",
 	} {
 		err := json.Unmarshal([]byte(body), &v)
 		if got := webhooks.DecodeError(err, "a TokenReview"); got != want {
