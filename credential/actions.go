@@ -39,9 +39,9 @@ const maxIDTokenAnswer = 64 << 10
 // toolkit's core.getIDToken does: GET $ACTIONS_ID_TOKEN_REQUEST_URL with &audience=AUDIENCE
 // and "Authorization: Bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN", answered {"value": "<JWT>"}.
 // An empty audience leaves GitHub's default (https://github.com/OWNER). The Token's Expiry is
-// the JWT's exp. getenv reads the environment (os.Getenv); client nil means
-// http.DefaultClient. Errors are one line: ErrNotInActions, ErrNoIDTokenPermission, or what the
-// runtime answered.
+// the JWT's exp. getenv reads the environment (os.Getenv); client nil means a default client;
+// either way no redirect is followed (ErrRedirect). Errors are one line: ErrNotInActions,
+// ErrNoIDTokenPermission, ErrRedirect, or what the runtime answered.
 func ActionsIDToken(ctx context.Context, getenv func(string) string, client *http.Client, audience string) (Token, error) {
 	rawURL, reqToken, err := actionsRequestEnv(getenv)
 	if err != nil {
@@ -56,9 +56,8 @@ func ActionsIDToken(ctx context.Context, getenv func(string) string, client *htt
 		q.Set("audience", audience)
 		u.RawQuery = q.Encode()
 	}
-	if client == nil {
-		client = http.DefaultClient
-	}
+	// The request carries the job's request token: a redirect must not carry it elsewhere.
+	client = noRedirect(client)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

@@ -99,6 +99,9 @@ func (p *Plugin) classify(ctx context.Context, err error, verify string) error {
 		return fmt.Errorf("%w: interrupted", ErrDeviceFlow)
 	}
 	var ue *url.Error
+	if errors.As(err, &ue) && errors.Is(err, ErrRedirect) {
+		return fmt.Errorf("%w: %w", ErrDeviceFlow, ue.Err)
+	}
 	if errors.As(err, &ue) {
 		return fmt.Errorf("%w: cannot reach GitHub at %s: %w", ErrDeviceFlow, p.cfg.GitHubURL, ue.Err)
 	}

@@ -64,13 +64,14 @@ func (e *SessionError) ReasonCode() string {
 // SessionConfig names the issuer and the cluster of a session.
 type SessionConfig struct {
 	// Issuer is the issuer URL (OCTOGATE_SESSION_ISSUER of the issuing octogate); its token
-	// endpoint is Issuer + "/oauth2/token".
+	// endpoint is Issuer + "/oauth2/token". It must be https, or http on a loopback host.
 	Issuer string
 	// Audience is the cluster the session is for.
 	Audience string
 	// CAFile is an extra PEM CA bundle trusted for the issuer.
 	CAFile string
-	// HTTPClient makes the exchange; default one with a 30 s timeout and CAFile.
+	// HTTPClient makes the exchange; default one with a 30 s timeout and CAFile. The exchange
+	// uses a copy that follows no redirect (ErrRedirect).
 	HTTPClient *http.Client
 	// Actions, when set, makes the subject token the job's GitHub Actions OIDC token instead of
 	// the GitHub token that Token finds.
@@ -81,7 +82,7 @@ type SessionConfig struct {
 type ActionsJob struct {
 	// Getenv reads the job's environment (os.Getenv).
 	Getenv func(string) string
-	// Client asks the Actions runtime; nil: http.DefaultClient.
+	// Client asks the Actions runtime; nil: a default client. No redirect is followed.
 	Client *http.Client
 	// Audience is the ID token's aud: the issuer's OCTOGATE_ACTIONS_AUDIENCE (empty: GitHub's
 	// default).
@@ -145,6 +146,9 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 			return id.Value, tokenTypeJWT, err
 		}
 	}
+	if err := checkCacheDir(p.cfg.CacheDir, p.uid); err != nil {
+		return Token{}, err
+	}
 	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
 		return tok, nil
 	}
@@ -184,24 +188,26 @@ func (p *Plugin) ExchangeSession(ctx context.Context, sc SessionConfig, githubTo
 // TokenEndpoint is the token exchange endpoint of an issuer URL.
 func TokenEndpoint(issuer string) string { return strings.TrimRight(issuer, "/") + "/oauth2/token" }
 
-// sessionClient checks sc's issuer and audience and returns the issuer without a trailing "/"
-// and the client for it.
+// sessionClient checks sc's issuer (https, or http on a loopback host: parseEndpointURL) and
+// audience and returns the issuer without a trailing "/" and the client for it, which follows
+// no redirect (ErrRedirect).
 func sessionClient(sc SessionConfig) (string, *http.Client, error) {
-	issuer := strings.TrimRight(sc.Issuer, "/")
-	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
-		return "", nil, fmt.Errorf("session issuer %q: want an https URL", sc.Issuer)
+	u, err := parseEndpointURL("session issuer", sc.Issuer)
+	if err != nil {
+		return "", nil, err
 	}
+	issuer := u.String()
 	if strings.TrimSpace(sc.Audience) == "" {
 		return "", nil, errors.New("session audience: empty; name the cluster (--audience)")
 	}
 	client := sc.HTTPClient
 	if client == nil {
-		var err error
 		if client, err = newHTTPClient(sc.CAFile); err != nil {
 			return "", nil, fmt.Errorf("session CA: %w", err)
 		}
 	}
-	return issuer, client, nil
+	// The exchange posts the subject token: a redirect must not carry it elsewhere.
+	return issuer, noRedirect(client), nil
 }
 
 // cachedSession is the cached session of path when it is safe, for issuer and audience, and

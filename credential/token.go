@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -117,7 +116,9 @@ type Config struct {
 	// GitHubCAFile is an extra PEM CA bundle trusted for GitHubURL (GitHub Enterprise with a
 	// private CA), added to the system roots. Ignored when HTTPClient is set.
 	GitHubCAFile string
-	// HTTPClient makes the device flow calls; default a client with a 30 s timeout.
+	// HTTPClient makes the calls to GitHub (device and browser flow, refresh, GET /user);
+	// default a client with a 30 s timeout. The plugin uses a copy that follows no redirect
+	// (ErrRedirect).
 	HTTPClient *http.Client
 	// Prompt receives the device-flow instructions (stderr); default io.Discard.
 	Prompt io.Writer
@@ -159,6 +160,9 @@ func New(cfg Config) (*Plugin, error) {
 		}
 		cfg.HTTPClient = client
 	}
+	// Every call of the plugin to GitHub carries a secret: a token, a device code, a refresh
+	// token or a client secret.
+	cfg.HTTPClient = noRedirect(cfg.HTTPClient)
 	if cfg.Prompt == nil {
 		cfg.Prompt = io.Discard
 	}
@@ -189,34 +193,8 @@ func New(cfg Config) (*Plugin, error) {
 }
 
 // parseGitHubURL accepts an absolute https URL, or http on a loopback host, and drops a
-// trailing slash so that cache keys do not depend on it.
-func parseGitHubURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimRight(raw, "/"))
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("GitHubURL %q: want an absolute URL such as %s", raw, DefaultGitHubURL)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !isLoopback(u.Hostname()) {
-			return nil, fmt.Errorf("GitHubURL %q: http is allowed only on a loopback host; use https", raw)
-		}
-	default:
-		return nil, fmt.Errorf("GitHubURL %q: scheme must be https", raw)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("GitHubURL %q: must not have a query or fragment", raw)
-	}
-	return u, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// trailing slash so that cache keys do not depend on it (parseEndpointURL).
+func parseGitHubURL(raw string) (*url.URL, error) { return parseEndpointURL("GitHubURL", raw) }
 
 // CachePath is the file that holds the device-flow token for this GitHub URL and client id.
 func (p *Plugin) CachePath() string {
@@ -244,6 +222,9 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 	}
 	if p.cfg.ClientID == "" {
 		return Token{}, ErrNoClientID
+	}
+	if err := checkCacheDir(p.cfg.CacheDir, p.uid); err != nil {
+		return Token{}, err
 	}
 	path := p.CachePath()
 	// Fast path, without the lock: a usable token checked recently enough.
@@ -411,10 +392,11 @@ func (p *Plugin) ghToken(ctx context.Context) string {
 	return v
 }
 
-// newHTTPClient is the device flow's client: a 30 s timeout, and the system roots plus the
-// certificates in caFile when it is set.
+// newHTTPClient is the client of GitHub's and the issuer's token endpoints: a 30 s timeout, no
+// redirect followed (ErrRedirect), and the system roots plus the certificates in caFile when it
+// is set.
 func newHTTPClient(caFile string) (*http.Client, error) {
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: refuseRedirect}
 	if caFile == "" {
 		return client, nil
 	}
