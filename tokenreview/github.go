@@ -52,13 +52,22 @@ func newGitHubClient(hc *http.Client, base *url.URL) *github.Client {
 }
 
 // client is a go-github client for one token. go-github remembers rate limits per client and
-// refuses calls until their reset, so a client must never be shared between tokens.
+// refuses calls until their reset, so a client must never be shared between tokens. It follows
+// no redirect (errRedirect): oauth2.Transport puts the token on every request it carries, so a
+// redirect, to http:// or to another host, would take the token there.
 func (g *gitHub) client(token string) *github.Client {
-	return newGitHubClient(&http.Client{Transport: &oauth2.Transport{
-		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}),
-		Base:   g.transport,
-	}}, g.base)
+	return newGitHubClient(&http.Client{
+		Transport: &oauth2.Transport{
+			Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}),
+			Base:   g.transport,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect },
+	}, g.base)
 }
+
+// errRedirect is the cause of a lookup whose call GitHub answered with a redirect: not the
+// token's fault, so the lookup is unavailable, and status.error points at the API URL.
+var errRedirect = errors.New("GitHub answered with a redirect, which octogate does not follow")
 
 // Lookup asks GitHub who owns token and applies the org and naming rules. A token GitHub
 // would not answer for a user (a byte GitHub tokens never contain, a JWT, an installation or
@@ -84,7 +93,7 @@ func (g *gitHub) fetch(ctx context.Context, token, typ string) (githubUser, erro
 		defer cancel()
 		gu, _, err := c.Users.Get(cctx, "")
 		if err != nil {
-			return g.classify("GET /user", err)
+			return g.classify(callUser, err)
 		}
 		u.login, u.id = gu.GetLogin(), gu.GetID()
 		if u.login == "" {
@@ -216,7 +225,7 @@ func (g *gitHub) teams(ctx context.Context, c *github.Client) ([][]*github.Team,
 		defer cancel()
 		ts, resp, err := c.Teams.ListUserTeams(cctx, &github.ListOptions{Page: n, PerPage: teamsPerPage})
 		if err != nil {
-			return nil, nil, g.classify("GET /user/teams", err)
+			return nil, nil, g.classify(callTeams, err)
 		}
 		return ts, resp, nil
 	}
@@ -279,8 +288,31 @@ func ssoURL(header string) string {
 	return ""
 }
 
+// Calls that classify tells apart by name.
+const (
+	callUser  = "GET /user"
+	callTeams = "GET /user/teams"
+)
+
 // classify turns a go-github error into ErrRefused or ErrUnavailable with a message for
-// status.error. Rate limits become *RateLimitError with the time GitHub allows the next call.
+// status.error. Only what is a property of the token is a refusal, cached for NegativeTTL in
+// place of an identity: 401 (invalid, expired or revoked), a SAML SSO the token is not
+// authorized for (403 with X-GitHub-SSO), a fine-grained token without the permission, a
+// classic or OAuth token without the scope, and a 4xx the cases below do not explain. What
+// passes is unavailable, so that a cached identity keeps being served within StaleFor:
+//   - a rate limit, as *RateLimitError with the time GitHub allows the next call: 429, or 403
+//     with X-RateLimit-Remaining: 0, Retry-After or a "rate limit" message
+//     (https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit);
+//   - 408 Request Timeout and 5xx (docs/identity.md promises 503 for a timeout);
+//   - the login lockout (403 "login attempts exceeded"), which GitHub lifts by itself;
+//   - a 403 or 404 to GET /user/teams without any of the headers above: the endpoint lists the
+//     teams of every authenticated user whose token has read:org, user or repo (or Members:
+//     read), and a token without them is named by X-Accepted-OAuth-Scopes or
+//     X-Accepted-GitHub-Permissions (https://docs.github.com/rest/teams/teams#list-teams-for-the-authenticated-user);
+//     membership, which admits, is read from its own call;
+//   - a 404 to GET /user, which GitHub does not answer to a token (200, 304, 401 or 403:
+//     https://docs.github.com/rest/users/users#get-the-authenticated-user): the API URL is wrong;
+//   - a redirect (errRedirect), a timeout or a failed connection.
 func (g *gitHub) classify(call string, err error) error {
 	var (
 		rl    *github.RateLimitError
@@ -303,11 +335,11 @@ func (g *gitHub) classify(call string, err error) error {
 	case errors.As(err, &er) && er.Response != nil:
 		code, h := er.Response.StatusCode, er.Response.Header
 		switch {
-		case code == http.StatusTooManyRequests:
+		case code == http.StatusTooManyRequests, code == http.StatusForbidden && rateLimited(h, er.Message):
 			return &RateLimitError{Reset: retryAt(h)}
 		case code == http.StatusUnauthorized:
 			return refused(ReasonInvalidToken, "GitHub refused the token (401 %s): it is invalid, expired or revoked; get a new token and log in again", er.Message)
-		case code >= 500:
+		case code == http.StatusRequestTimeout, code >= 500:
 			return unavailable(ReasonGitHubUnavailable, err, "GitHub answered %s with %d %s; try again shortly", call, code, http.StatusText(code))
 		case code == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), msgLoginAttempts):
 			// Not the token's fault and not cached: GitHub lifts the lockout by itself.
@@ -321,6 +353,12 @@ func (g *gitHub) classify(call string, err error) error {
 		case lacksScope(h):
 			return refused(ReasonMissingScope, "GitHub refused %s with %d: the token lacks a scope it accepts (one of: %s); create a token with read:org and read:user",
 				call, code, h.Get("X-Accepted-OAuth-Scopes"))
+		case call == callTeams && (code == http.StatusForbidden || code == http.StatusNotFound):
+			return unavailable(ReasonGitHubUnavailable, err, "GitHub answered %s with %d %s without naming a scope, permission, SSO or rate limit the token lacks; try again shortly",
+				call, code, http.StatusText(code))
+		case call == callUser && code == http.StatusNotFound:
+			return unavailable(ReasonGitHubUnavailable, err, "GitHub answered %s with 404, which it never answers to a token: "+
+				"OCTOGATE_GITHUB_API_URL is not a GitHub REST base (https://api.github.com/ or https://HOST/api/v3/)", call)
 		default:
 			return refused(ReasonGitHubRefused, "GitHub refused %s with %d: %s (the token needs the read:user and read:org scopes)", call, code, er.Message)
 		}
@@ -344,6 +382,8 @@ func connFailure(err error) string {
 		ne      net.Error
 	)
 	switch {
+	case errors.Is(err, errRedirect):
+		return "it answered with a redirect, which octogate does not follow: OCTOGATE_GITHUB_API_URL must be the REST base itself"
 	case errors.As(err, &dns):
 		return "its host name does not resolve"
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -356,6 +396,15 @@ func connFailure(err error) string {
 		return "no answer in time"
 	}
 	return "the connection failed"
+}
+
+// rateLimited reports whether a 403 is one of GitHub's rate limits that go-github did not
+// recognise (it knows X-RateLimit-Remaining: 0 and the secondary limit's documentation_url):
+// a Retry-After, an X-RateLimit-Remaining of 0, or a message that says "rate limit".
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#rate-limit-errors
+func rateLimited(h http.Header, message string) bool {
+	return h.Get("Retry-After") != "" || h.Get("X-RateLimit-Remaining") == "0" ||
+		strings.Contains(strings.ToLower(message), "rate limit")
 }
 
 // retryAt reads Retry-After (seconds) or X-RateLimit-Reset (Unix seconds); a minute from now

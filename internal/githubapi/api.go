@@ -94,6 +94,9 @@ func (s *Server) rest(endpoint string, fn func(http.ResponseWriter, *http.Reques
 			if msg == "" {
 				msg = http.StatusText(f.Status)
 			}
+			for k, vs := range f.Header {
+				h[http.CanonicalHeaderKey(k)] = vs
+			}
 			writeError(w, f.Status, msg, docsRest)
 			return
 		}

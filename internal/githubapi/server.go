@@ -90,6 +90,8 @@ type Fault struct {
 	Status int
 	// Message is the JSON "message"; empty means the status text.
 	Message string
+	// Header is added to the answer (Retry-After, X-GitHub-SSO, X-RateLimit-Remaining...).
+	Header http.Header
 	// Count limits the fault to this many requests; zero means until ClearFaults.
 	Count int
 }
