@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -50,6 +51,7 @@ func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) (Result,
 	defer cancel()
 	full := append([]string{"--kubeconfig=" + k.Kubeconfig, "--request-timeout=" + timeout.String()}, args...)
 	cmd := exec.CommandContext(ctx, k.Path, full...)
+	killGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = append(kubectlEnv(k.Home), k.Env...)
 	if stdin != nil {
@@ -77,9 +79,26 @@ func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) (Result,
 // not apply. The caller starts and waits for it; ctx ending kills it.
 func (k Kubectl) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, k.Path, append([]string{"--kubeconfig=" + k.Kubeconfig}, args...)...)
+	killGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = append(kubectlEnv(k.Home), k.Env...)
 	return cmd
+}
+
+// killGroup makes cmd (a kubectl) the leader of a process group of its own, and its context's
+// end kill the whole group: kubectl runs its exec credential plugin as a child, which a kill
+// of kubectl alone leaves running, writing its cache into a directory that the test that ran
+// kubectl is about to remove. Wait then returns once kubectl has exited, its plugin killed too.
+// kubectl never reads a terminal here (stdin is a buffer or nothing), so a group of its own
+// costs no job control.
+func killGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
 }
 
 func kubectlEnv(home string) []string {

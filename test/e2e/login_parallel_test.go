@@ -72,9 +72,14 @@ func TestLoginParallelKubectl(t *testing.T) {
 			outcomes <- outcome{res, err}
 		}()
 	}
-	var prompts, waited int
+	// Every run is received before any check can end the test: a kubectl still running writes
+	// into cacheHome, which the test's cleanup removes.
+	all := make([]outcome, 0, runs)
 	for range runs {
-		o := <-outcomes
+		all = append(all, <-outcomes)
+	}
+	var prompts, waited int
+	for _, o := range all {
 		if o.err != nil {
 			t.Fatalf("%v\n%s", o.err, o.res)
 		}

@@ -363,10 +363,10 @@ func TestProxy(t *testing.T) {
 		// alice floods the proxy with 16 concurrent loops for a bounded time; bob's kubectl
 		// goes on meanwhile. alice's requests beyond her 8 in flight get 429 at once.
 		fctx, cancel := context.WithTimeout(ctx, 8*time.Second)
-		defer cancel()
 		var mu sync.Mutex
 		codes := map[int]int{}
 		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }() // a failed check stops the flood before the proxy goes
 		base := time.Now()
 		p.as(t, "bob", "auth", "can-i", "create", "namespaces")
 		alone := time.Since(base)

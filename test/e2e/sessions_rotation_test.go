@@ -75,6 +75,10 @@ func (s *sessionsEnv) rotateUnderLoad(t *testing.T) {
 		exp = expB
 	}
 	deadline := exp.Add(-margin)
+	// The loops' kubectl runs write into s.work (the plugin's session cache): whatever way
+	// this test ends, they stop and are waited for before it returns and s.work is removed.
+	stopLoops := sync.OnceFunc(func() { close(stop) })
+	defer func() { stopLoops(); wg.Wait() }()
 	for i, l := range loops {
 		wg.Add(1)
 		go func() {
@@ -165,7 +169,7 @@ func (s *sessionsEnv) rotateUnderLoad(t *testing.T) {
 		t.Fatalf("the second rotation did not promote a new key: %s", third)
 	}
 	waitCalls(8)
-	close(stop)
+	stopLoops()
 	wg.Wait()
 
 	// Sessions of the first key, now retired, still work until their exp.

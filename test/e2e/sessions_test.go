@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -172,11 +174,21 @@ func (s *sessionsEnv) sessionKubectl(t *testing.T, name, githubToken string, ser
 	return cluster.Kubectl{Path: s.e.kubectl.Path, Kubeconfig: path, Home: filepath.Join(s.work, name, "home")}
 }
 
-// forgetSessions removes the plugin's session cache of k, so that its next run exchanges.
+// forgetSessions removes the plugin's cached sessions of k (XDG_CACHE_HOME/octogate/session-*.json),
+// so that its next run exchanges. A kubectl of k may be running meanwhile (rotateUnderLoad):
+// its plugin may write a session, a lock or a temporary file at any moment, so the directory
+// is left in place (removing it would fail with "directory not empty") and a session written
+// after the removal is one the caller's next run may reuse.
 func (s *sessionsEnv) forgetSessions(t *testing.T, k cluster.Kubectl) {
 	t.Helper()
-	if err := os.RemoveAll(filepath.Join(filepath.Dir(k.Kubeconfig), "cache")); err != nil {
+	sessions, err := filepath.Glob(filepath.Join(filepath.Dir(k.Kubeconfig), "cache", "octogate", "session-*.json"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range sessions {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -89,6 +89,9 @@ func TestSessionKeyRotationUnderLoad(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	// Whatever way this test ends, the workers stop and are waited for before the servers
+	// and the temporary directories they use are removed.
+	defer func() { stop(); wg.Wait() }()
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
