@@ -131,6 +131,9 @@ const (
 	msgNotAccessibleByPAT = "Resource not accessible by personal access token"
 	// https://docs.github.com/rest/authentication/authenticating-to-the-rest-api#failed-login-limit
 	msgLoginAttempts = "login attempts exceeded"
+	// A GitHub App's user access token whose app lacks the permission:
+	// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#resource-not-accessible
+	msgNotAccessibleByIntegration = "Resource not accessible by integration"
 )
 
 func (g *gitHub) membership(ctx context.Context, c *github.Client, org, typ string) (membership, error) {
@@ -297,8 +300,9 @@ const (
 // classify turns a go-github error into ErrRefused or ErrUnavailable with a message for
 // status.error. Only what is a property of the token is a refusal, cached for NegativeTTL in
 // place of an identity: 401 (invalid, expired or revoked), a SAML SSO the token is not
-// authorized for (403 with X-GitHub-SSO), a fine-grained token without the permission, a
-// classic or OAuth token without the scope, and a 4xx the cases below do not explain. What
+// authorized for (403 with X-GitHub-SSO), a fine-grained token or a GitHub App without the
+// permission ("Resource not accessible by ..."), a classic or OAuth token without the scope,
+// and a 4xx the cases below do not explain. What
 // passes is unavailable, so that a cached identity keeps being served within StaleFor:
 //   - a rate limit, as *RateLimitError with the time GitHub allows the next call: 429, or 403
 //     with X-RateLimit-Remaining: 0, Retry-After or a "rate limit" message
@@ -350,6 +354,9 @@ func (g *gitHub) classify(call string, err error) error {
 		case code == http.StatusForbidden && strings.Contains(er.Message, msgNotAccessibleByPAT):
 			return refused(ReasonMissingPermission, "GitHub refused %s (403 %s): the fine-grained token lacks the permission %s; %s",
 				call, er.Message, orDash(h.Get("X-Accepted-GitHub-Permissions"), "members=read"), membersRead("the organization"))
+		case code == http.StatusForbidden && strings.Contains(er.Message, msgNotAccessibleByIntegration):
+			return refused(ReasonMissingPermission, "GitHub refused %s (403 %s): the GitHub App whose token this is lacks the permission %s; "+
+				"the app's owner grants it the Organization permission \"Members\" (Read-only)", call, er.Message, orDash(h.Get("X-Accepted-GitHub-Permissions"), "members=read"))
 		case lacksScope(h):
 			return refused(ReasonMissingScope, "GitHub refused %s with %d: the token lacks a scope it accepts (one of: %s); create a token with read:org and read:user",
 				call, code, h.Get("X-Accepted-OAuth-Scopes"))

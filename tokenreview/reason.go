@@ -80,7 +80,7 @@ var Reasons = []ReasonInfo{
 		"the organization enforces SAML SSO and the token is not authorized for it (or GitHub hid the user's teams there)",
 		"authorize the token for the organization's SSO (the error gives the URL, or the token's settings: Configure SSO)"},
 	{ReasonMissingPermission, ResultRefused,
-		"a fine-grained personal access token without the Organization permission \"Members: read\"",
+		"a fine-grained personal access token, or the token of a GitHub App, without the Organization permission \"Members: read\"",
 		"edit or create the fine-grained token: resource owner = the organization, Organization permissions > Members: Read-only"},
 	{ReasonWrongResourceOwner, ResultRefused,
 		"a fine-grained personal access token whose resource owner is not the organization (GitHub answers 404 for its membership)",

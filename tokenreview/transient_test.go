@@ -97,6 +97,8 @@ func TestPassingGitHubAnswersNeverBecomeACachedRefusal(t *testing.T) {
 			ReasonSSORequired},
 		{"404 on GET /user/teams to a token without the scope is missing_scope", githubapi.Fault{Endpoint: "/user/teams", Status: http.StatusNotFound,
 			Header: hdr("X-OAuth-Scopes", "gist", "X-Accepted-OAuth-Scopes", "read:org, repo, user")}, ReasonMissingScope},
+		{"403 Resource not accessible by integration on GET /user/teams is missing_permission", githubapi.Fault{Endpoint: "/user/teams", Status: http.StatusForbidden,
+			Message: "Resource not accessible by integration", Header: hdr("X-Accepted-GitHub-Permissions", "members=read")}, ReasonMissingPermission},
 		{"plain 403 on GET /user stays a refusal", githubapi.Fault{Endpoint: "/user", Status: http.StatusForbidden, Message: "Sorry. Your account was suspended."},
 			ReasonGitHubRefused},
 	} {
