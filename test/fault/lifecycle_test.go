@@ -64,7 +64,8 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var tokens atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// However the test ends, the workers (which add tokens on t) stop before it returns.
+	defer func() { cancel(); wg.Wait() }()
 	for w := range 12 {
 		wg.Go(func() {
 			client := o.newClient(true) // one keep-alive connection per worker, as kube-apiserver's pool
@@ -224,9 +225,9 @@ func TestCertRotationUnderLoad(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var res outcome
 	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // however the test ends, the workers stop first
 	for w := range 6 {
 		wg.Go(func() {
 			client := o.newClient(w%2 == 0) // half reuse connections, half handshake every time
