@@ -10,9 +10,11 @@ import (
 
 // ErrUnsafeFile is wrapped when a token cache or lock file could be read or swapped by someone
 // else: it is not a regular file, not owned by the user running the plugin, or its mode is not
-// 0600; or when its directory, or one above it, is writable by someone else (checkCacheDir). The error names the file and the one command that fixes it (chmod 600 PATH for a mode,
-// rm PATH otherwise); the plugin never repairs or deletes it on its own, because a file it did
-// not make may be an attack (another user's file in a shared cache directory).
+// 0600; or when its directory, or one above it, is someone else's or writable by others
+// (checkCacheDir). The error names the file (or directory) and the one command that fixes it
+// (chmod 600 PATH for a mode, chmod go-w DIR for a directory, rm PATH otherwise); the plugin
+// never repairs or deletes it on its own, because a file it did not make may be an attack
+// (another user's file in a shared cache directory).
 var ErrUnsafeFile = errors.New("unsafe token file")
 
 // checkPrivate accepts a missing path, or a regular file owned by uid with mode 0600. On
