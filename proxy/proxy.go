@@ -170,7 +170,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	groups, refusal := p.checkInside(ctx, r, u, id, info, d)
+	groups, refusal := p.checkInside(ctx, r, u, attrs, info, d)
 	if refusal != nil {
 		writeStatus(w, refusal)
 		return

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/octogate/octogate/subjectaccessreview"
-	"github.com/octogate/octogate/tokenreview"
 )
 
 // SecondCheck names one authorization check kube-apiserver makes while serving a request,
@@ -129,6 +128,11 @@ var (
 	csrResource     = schema.GroupResource{Group: certsGroup, Resource: "certificatesigningrequests"}
 	writeVerbs      = map[string]bool{"create": true, "update": true, "patch": true}
 	connectedPodSub = map[string]bool{"exec": true, "attach": true, "portforward": true}
+	// checkedResources are the resources of requests with second checks.
+	checkedResources = map[string]bool{
+		"pods": true, "roles": true, "clusterroles": true, "rolebindings": true, "clusterrolebindings": true,
+		csrResource.Resource: true,
+	}
 )
 
 // check is one second check: kube-apiserver allows when the authorizer allows any one of alts
@@ -416,8 +420,10 @@ func decideChecks(authz Authorizer, user string, checks []check) (groups []strin
 
 // checkInside evaluates the second checks of r (secondChecks) for u, whose request the policy
 // decided d (not Deny): the groups their Allows add, or the answer that refuses r.
-func (p *Proxy) checkInside(ctx context.Context, r *http.Request, u *user.DefaultInfo, id tokenreview.Identity, info *request.RequestInfo, d subjectaccessreview.Decision) ([]string, *apierrors.StatusError) {
-	base := attributes(u, id, info)
+func (p *Proxy) checkInside(ctx context.Context, r *http.Request, u *user.DefaultInfo, base subjectaccessreview.Attributes, info *request.RequestInfo, d subjectaccessreview.Decision) ([]string, *apierrors.StatusError) {
+	if !info.IsResourceRequest || !checkedResources[info.Resource] {
+		return nil, nil // most requests: nothing to read or evaluate
+	}
 	checks, err := secondChecks(ctx, checkRequest{
 		info:   info,
 		base:   base,
