@@ -38,8 +38,8 @@ rules:
 
 // TestProxySecondChecks: through the proxy on a managed-like cluster (RBAC only), the checks
 // kube-apiserver makes inside a request meet the policy as behind the webhook. A Deny of
-// create on pods/exec refuses kubectl exec over WebSockets (a get, which kube-apiserver also
-// authorizes as create) as over SPDY, and a Deny of bind on cluster-admin refuses a
+// create on pods/exec, attach and portforward refuses kubectl exec, attach and port-forward
+// over WebSockets (a get, which kube-apiserver also authorizes as create) as over SPDY, and a Deny of bind on cluster-admin refuses a
 // RoleBinding to it, although the rule allowing everything in web-* gives its group `*`.
 func TestProxySecondChecks(t *testing.T) {
 	e := requireEnv(t)
@@ -72,9 +72,9 @@ func TestProxySecondChecks(t *testing.T) {
 		env  []string
 	}{
 		{"websockets", nil},
-		{"SPDY", []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false"}},
+		{"SPDY", []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}},
 	} {
-		t.Run("exec and attach where create is denied, over "+mode.name, func(t *testing.T) {
+		t.Run("exec, attach and port-forward where create is denied, over "+mode.name, func(t *testing.T) {
 			k := p.kubectl
 			k.Env = mode.env
 			run := func(ns string, stdin []byte, args ...string) cluster.Result {
@@ -96,6 +96,13 @@ func TestProxySecondChecks(t *testing.T) {
 			res = run("locked", []byte("typed\n"), "attach", "-i", "web", "-c", "app")
 			if res.ExitCode == 0 || !strings.Contains(res.Stderr, "no-exec-in-locked") {
 				t.Errorf("attach in locked: want a 403 naming no-exec-in-locked:\n%s", res)
+			}
+			// An allowed port-forward runs until stopped: a short timeout ends it.
+			pf := k
+			pf.Timeout = 10 * time.Second
+			res, err := pf.Run(ctx, nil, "--context=bob", "-n", "locked", "port-forward", "pod/web", ":80")
+			if err != nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "no-exec-in-locked") {
+				t.Errorf("port-forward in locked: want a 403 naming no-exec-in-locked (%v):\n%s", err, res)
 			}
 		})
 	}
