@@ -2,12 +2,19 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +23,8 @@ import (
 )
 
 // secondChecksPolicy lets acme members do anything in web-* and locked, except create on the
-// connected pod subresources in locked and bind of cluster-admin anywhere.
+// connected pod subresources in locked and bind of cluster-admin anywhere, and anything with
+// certificates except approving for a signer.
 const secondChecksPolicy = `apiVersion: octogate.dev/v1alpha1
 kind: AuthorizationPolicy
 rules:
@@ -29,6 +37,14 @@ rules:
   effect: Deny
   subjects: [{kind: Group, name: "github:acme"}]
   resourceRules: [{verbs: [bind], apiGroups: [rbac.authorization.k8s.io], resources: [clusterroles], resourceNames: [cluster-admin]}]
+- name: no-approving-csrs
+  effect: Deny
+  subjects: [{kind: Group, name: "github:acme"}]
+  resourceRules: [{verbs: [approve], apiGroups: [certificates.k8s.io], resources: [signers]}]
+- name: members-certificates
+  effect: Allow
+  subjects: [{kind: Group, name: "github:acme"}]
+  resourceRules: [{verbs: ["*"], apiGroups: [certificates.k8s.io], resources: ["*"]}]
 - name: members-everything-in-web
   effect: Allow
   subjects: [{kind: Group, name: "github:acme"}]
@@ -123,6 +139,28 @@ func TestProxySecondChecks(t *testing.T) {
 		}
 	})
 
+	t.Run("approving a CSR is refused where approve on its signer is denied", func(t *testing.T) {
+		csr := &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "client-ci"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    csrPEM(t, "ci"),
+				SignerName: certificatesv1.KubeAPIServerClientSignerName,
+				Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth},
+			},
+		}
+		if _, err := p.admin.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		res := p.as(t, "bob", "certificate", "approve", "client-ci")
+		if verdict(res) != "forbidden" || !strings.Contains(res.Stderr, "no-approving-csrs") {
+			t.Errorf("want Forbidden naming no-approving-csrs:\n%s", res)
+		}
+		got, err := p.admin.CertificatesV1().CertificateSigningRequests().Get(ctx, "client-ci", metav1.GetOptions{})
+		if err != nil || len(got.Status.Conditions) != 0 {
+			t.Errorf("the CSR was approved: %+v %v", got.Status.Conditions, err)
+		}
+	})
+
 	t.Run("a RoleBinding to cluster-admin is refused where bind of it is denied", func(t *testing.T) {
 		res := p.as(t, "bob", "-n", "web-a", "create", "rolebinding", "x", "--clusterrole=cluster-admin", "--serviceaccount=web-a:ci")
 		if verdict(res) != "forbidden" || !strings.Contains(res.Stderr, "no-binding-cluster-admin") {
@@ -152,4 +190,18 @@ func adminBinding(ns, name string) *rbacv1.RoleBinding {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "ops", Namespace: ns}},
 	}
+}
+
+// csrPEM is a PEM certificate request for common name cn, with a new P-256 key.
+func csrPEM(t *testing.T, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
