@@ -45,6 +45,12 @@ type proxyEnv struct {
 
 func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	t.Helper()
+	return startProxyEnvPolicy(t, e, cluster.ExamplePolicy)
+}
+
+// startProxyEnvPolicy is startProxyEnv with policy in place of the example policy.
+func startProxyEnvPolicy(t testing.TB, e *testEnv, policy string) *proxyEnv {
+	t.Helper()
 	p := &proxyEnv{e: e, work: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -61,7 +67,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	p.m, err = cluster.StartManaged(ctx, cluster.ManagedConfig{
 		BinDir: e.binDir, OctogateBinary: e.cluster.Config.OctogateBinary, WorkDir: filepath.Join(p.work, "managed"),
 		GitHubAPIURL: p.github.URL(), GitHubCAFile: githubCA,
-		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
+		Orgs: []string{cluster.Org}, Policy: []byte(policy),
 		// A long identity cache: only push revocation can refuse bob before it ends.
 		TokenCacheTTL: 10 * time.Minute, NegativeTTL: time.Second,
 		OctogateEnv: []string{
@@ -90,7 +96,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	if p.admin, err = kubernetes.NewForConfig(p.m.APIServer.Admin); err != nil {
 		t.Fatal(err)
 	}
-	waitProxyRBAC(ctx, t, p.admin)
+	waitProxyRBAC(ctx, t, p.admin, policy)
 	kubeconfig := filepath.Join(p.work, "proxy-users.kubeconfig")
 	if err := p.m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken},
@@ -116,13 +122,13 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	return p
 }
 
-// waitProxyRBAC waits until the controller has bound every grant of the example policy to
+// waitProxyRBAC waits until the controller has bound every grant of policy to
 // its octogate:rule group (ClusterRoleBindings labelled ownership.LabelProxyRBAC): until
 // then a request a rule allows is forbidden through the proxy, as it would be for the first
 // seconds after octogate is installed on a managed cluster.
-func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface) {
+func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface, doc string) {
 	t.Helper()
-	policy, err := subjectaccessreview.Parse([]byte(cluster.ExamplePolicy))
+	policy, err := subjectaccessreview.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
