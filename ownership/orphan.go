@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 // Orphan annotations. A Namespace with AnnotationOrphanedAt has lost its creator (they left
@@ -26,7 +27,7 @@ import (
 // gives the creator their binding back; a returning member never regains it by themselves.
 const (
 	// AnnotationOrphanedAt is when the Namespace was orphaned (RFC 3339).
-	AnnotationOrphanedAt = "octogate.dev/orphaned-at"
+	AnnotationOrphanedAt = namespacetemplate.AnnotationOrphanedAt
 	// AnnotationOrphanedReason says why, e.g. "removed from GitHub organization acme
 	// (organization member_removed webhook)".
 	AnnotationOrphanedReason = "octogate.dev/orphaned-reason"
@@ -39,8 +40,7 @@ const (
 
 // Orphaned reports whether ns has lost its creator.
 func Orphaned(ns *corev1.Namespace) bool {
-	_, ok := ns.Annotations[AnnotationOrphanedAt]
-	return ok
+	return namespacetemplate.Orphaned(ns.Annotations)
 }
 
 // orphanSubject is who owns an orphaned Namespace: the group, if one is configured.

@@ -109,3 +109,23 @@ func TestOrphanWithoutAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanedCreatorOwnsNothing: the owner rules of /authorize read NamespaceOwners; while a
+// namespace is orphaned its creator is not named there (so no get, delete, update or patch of
+// it as its creator), and is named again once an admin gives it back. Co-owner teams named
+// before the orphaning stay.
+func TestOrphanedCreatorOwnsNothing(t *testing.T) {
+	orphaned := map[string]string{AnnotationOrphanedAt: "2026-12-01T12:00:00Z", AnnotationOrphanedReason: "removed",
+		"octogate.dev/owner-teams": "acme/sre"}
+	c := fake.NewClientBuilder().WithObjects(
+		namespace("bob-a", "github:bob:1002", "1002", orphaned),
+		namespace("bob-b", "github:bob:1002", "1002", map[string]string{"octogate.dev/owner-teams": "acme/sre"}),
+	).Build()
+	x := &NamespaceIndex{reader: c}
+	if uid, teams, ok := x.NamespaceOwners("bob-a"); !ok || uid != "" || len(teams) != 1 || teams[0] != "acme/sre" {
+		t.Fatalf("orphaned bob-a: owners %q %v %v, want no creator and team acme/sre", uid, teams, ok)
+	}
+	if uid, teams, ok := x.NamespaceOwners("bob-b"); !ok || uid != "1002" || len(teams) != 1 {
+		t.Fatalf("bob-b: owners %q %v %v, want creator 1002", uid, teams, ok)
+	}
+}
