@@ -129,3 +129,55 @@ func TestOrphanedCreatorOwnsNothing(t *testing.T) {
 		t.Fatalf("bob-b: owners %q %v %v, want creator 1002", uid, teams, ok)
 	}
 }
+
+// TestOrphanUnlessGivenBack: an orphaning records AnnotationLastOrphanedAt, which stays when
+// an admin gives the namespace back; a removal GitHub did not confirm then leaves that
+// namespace alone and orphans the creator's others, while a confirmed one orphans it again.
+func TestOrphanUnlessGivenBack(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := fake.NewClientBuilder().
+		WithIndex(&corev1.Namespace{}, creatorUIDField, func(o client.Object) []string {
+			return []string{o.GetAnnotations()[admission.AnnotationCreatorUID]}
+		}).
+		WithObjects(
+			namespace("bob-restored", "github:bob:1002", "1002", nil),
+			namespace("bob-new", "github:bob:1002", "1002", nil),
+		).Build()
+	o := &Orphaner{client: c, api: c, events: fakeEvents{events.NewFakeRecorder(10)}, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	ctx := context.Background()
+	get := func(name string) *corev1.Namespace {
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	if n, err := o.OrphanUnlessGivenBack(ctx, "1002", "removed"); n != 2 || err != nil {
+		t.Fatalf("first removal: %d, %v; want 2 orphaned", n, err)
+	}
+	if a := get("bob-restored").Annotations; a[AnnotationLastOrphanedAt] != "2026-12-01T12:00:00Z" {
+		t.Fatalf("annotations %v, want %s", a, AnnotationLastOrphanedAt)
+	}
+	// An admin gives bob-restored back (docs/revocation.md); bob-new was created later.
+	ns := get("bob-restored")
+	delete(ns.Annotations, AnnotationOrphanedAt)
+	delete(ns.Annotations, AnnotationOrphanedReason)
+	if err := c.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, get("bob-new")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := namespace("bob-new", "github:bob:1002", "1002", nil)
+	fresh.ResourceVersion = ""
+	if err := c.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.OrphanUnlessGivenBack(ctx, "1002", "replayed"); n != 1 || err != nil || Orphaned(get("bob-restored")) || !Orphaned(get("bob-new")) {
+		t.Fatalf("unconfirmed removal: %d, %v; bob-restored orphaned %v, bob-new orphaned %v; want only bob-new",
+			n, err, Orphaned(get("bob-restored")), Orphaned(get("bob-new")))
+	}
+	if n, err := o.Orphan(ctx, "1002", "confirmed"); n != 1 || err != nil || !Orphaned(get("bob-restored")) {
+		t.Fatalf("confirmed removal: %d, %v; want bob-restored orphaned again", n, err)
+	}
+}
