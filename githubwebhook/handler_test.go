@@ -58,12 +58,19 @@ func (f *fakeRevoker) targets() []string {
 
 type fakeOrphaner struct {
 	calls []string
-	err   error
+	// unconfirmed counts the calls of OrphanUnlessGivenBack among calls.
+	unconfirmed int
+	err         error
 }
 
 func (f *fakeOrphaner) Orphan(_ context.Context, uid, reason string) (int, error) {
 	f.calls = append(f.calls, uid+" "+reason)
 	return 1, f.err
+}
+
+func (f *fakeOrphaner) OrphanUnlessGivenBack(ctx context.Context, uid, reason string) (int, error) {
+	f.unconfirmed++
+	return f.Orphan(ctx, uid, reason)
 }
 
 type env struct {
