@@ -59,6 +59,8 @@ type Orphaner interface {
 	// OrphanUnlessGivenBack is Orphan but for the namespaces an admin gave back after an
 	// earlier orphaning; called for a removal GitHub did not confirm (no Config.Members).
 	OrphanUnlessGivenBack(ctx context.Context, uid, reason string) (int, error)
+	// Orphanable returns how many namespaces of uid are not orphaned (from a cache).
+	Orphanable(ctx context.Context, uid string) (int, error)
 }
 
 // Members asks GitHub whether the user with GitHub id uid is an active member of org now
@@ -344,8 +346,9 @@ func (h *Handler) act(ctx context.Context, d decision, digest string) (answer, i
 // orphan orphans the namespaces of a member removed from an allowed org, unless the removal is
 // stale: a payload acted on before (Removals: the signature does not cover X-GitHub-Delivery,
 // so an old signed body can come again under a new one), or, with Members, a user GitHub says
-// is a member now. Without Members a namespace an admin gave back is left alone. a holds the
-// eviction's answer.
+// is a member now. Without Members a namespace an admin gave back is left alone, and every
+// payload is recorded (an old one cannot be told from a new one); with Members a user with no
+// namespace to orphan costs nothing more. a holds the eviction's answer.
 func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a answer) (answer, int) {
 	fail := func(status int, msg string, err error) (answer, int) {
 		// Cached identities are gone already; orphaning is retried when GitHub redelivers
@@ -354,6 +357,18 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 		// address) is logged, not answered: GitHub shows the answer to whoever can see the
 		// webhook's deliveries.
 		return answer{Result: "error", Evicted: a.Evicted, Orphaned: a.Orphaned, cause: err, Message: msg}, status
+	}
+	if h.members != nil {
+		// GitHub confirms every removal acted on, so one of a user without namespaces to
+		// orphan is neither recorded nor confirmed: a mass offboarding costs no GitHub calls
+		// for the many who created none.
+		n, err := h.orphaner.Orphanable(ctx, o.uid)
+		if err != nil {
+			return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
+		}
+		if n == 0 {
+			return a, http.StatusOK
+		}
 	}
 	first, err := h.removals.Claim(ctx, digest)
 	if err != nil {

@@ -124,6 +124,18 @@ func TestRemovalIsConfirmedWithGitHub(t *testing.T) {
 		t.Fatalf("GitHub asked %q, want acme 1002", m.calls)
 	}
 
+	// A user with no namespace to orphan: neither recorded nor asked about.
+	m1 := &fakeMembers{}
+	e = newReplayEnv(t, m1, nil)
+	e.orph.none = 1
+	status, a = e.deliver(t, githubapi.Delivery{Event: "organization", Payload: removal}, secret)
+	if status != 200 || a.Result != "evicted" || len(e.orph.calls) != 0 || len(m1.calls) != 0 {
+		t.Fatalf("removal of a user without namespaces: %d %+v, %d orphanings, GitHub asked %q", status, a, len(e.orph.calls), m1.calls)
+	}
+	if first, _ := e.h.removals.Claim(context.Background(), PayloadDigest(removal)); !first {
+		t.Fatal("the removal of a user without namespaces was recorded")
+	}
+
 	m2 := &fakeMembers{err: errors.New("GitHub is down")}
 	e = newReplayEnv(t, m2, nil)
 	status, a = e.deliver(t, githubapi.Delivery{Event: "organization", Payload: removal}, secret)

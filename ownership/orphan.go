@@ -98,6 +98,22 @@ func (o *Orphaner) Namespaces(ctx context.Context, uid string) ([]corev1.Namespa
 	return list.Items, nil
 }
 
+// Orphanable returns how many live Namespaces created by uid are not orphaned, from the
+// manager's cache: 0 means an orphaning would change nothing.
+func (o *Orphaner) Orphanable(ctx context.Context, uid string) (int, error) {
+	nss, err := o.Namespaces(ctx, uid)
+	if err != nil {
+		return 0, fmt.Errorf("listing namespaces created by uid %s: %w", uid, err)
+	}
+	n := 0
+	for i := range nss {
+		if !Orphaned(&nss[i]) && nss[i].DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Orphan annotates every live, not yet orphaned Namespace created by uid with
 // AnnotationOrphanedAt (now), AnnotationOrphanedReason (reason) and AnnotationLastOrphanedAt
 // (now), records a Warning Event on each, and returns how many it orphaned. Namespaces

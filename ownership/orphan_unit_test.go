@@ -177,7 +177,13 @@ func TestOrphanUnlessGivenBack(t *testing.T) {
 		t.Fatalf("unconfirmed removal: %d, %v; bob-restored orphaned %v, bob-new orphaned %v; want only bob-new",
 			n, err, Orphaned(get("bob-restored")), Orphaned(get("bob-new")))
 	}
+	if n, err := o.Orphanable(ctx, "1002"); n != 1 || err != nil {
+		t.Fatalf("Orphanable = %d, %v; want 1 (bob-restored)", n, err)
+	}
 	if n, err := o.Orphan(ctx, "1002", "confirmed"); n != 1 || err != nil || !Orphaned(get("bob-restored")) {
 		t.Fatalf("confirmed removal: %d, %v; want bob-restored orphaned again", n, err)
+	}
+	if n, err := o.Orphanable(ctx, "1002"); n != 0 || err != nil {
+		t.Fatalf("Orphanable = %d, %v; want 0 once all are orphaned", n, err)
 	}
 }
