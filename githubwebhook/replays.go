@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 )
@@ -43,6 +44,11 @@ const DefaultRemovalsName = "octogate-github-removals"
 // 1 MiB object limit); beyond it the oldest are dropped first. An organization removes far
 // fewer members than that between two replays worth stopping.
 const MaxRemovals = 4096
+
+// claimBackoff spaces the retries of a ConfigMap write that lost a race to another replica's:
+// up to 10 tries over about 1 s, well within the time GitHub waits for an answer, for the
+// bursts of a mass offboarding delivered to several replicas at once.
+var claimBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
 // memoryRemovals is Removals in one process: the last MaxRemovals digests.
 type memoryRemovals struct {
@@ -145,7 +151,7 @@ func (c *ConfigMapRemovals) update(ctx context.Context, change func(map[string]t
 		return errors.New("githubwebhook: ConfigMapRemovals needs a Client and a Namespace")
 	}
 	cms := c.Client.CoreV1().ConfigMaps(c.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(claimBackoff, func() error {
 		cm, err := cms.Get(ctx, c.name(), metav1.GetOptions{})
 		create := apierrors.IsNotFound(err)
 		if err != nil && !create {
