@@ -296,9 +296,11 @@ func allowedKeys(t *namespacetemplate.Template) string {
 	return strings.Join(parts, "; ")
 }
 
-// isOwner reports whether user created ns (uid) or is in one of its co-owner teams.
+// isOwner reports whether user created ns (uid) or is in one of its co-owner teams. The
+// creator of an orphaned namespace (namespacetemplate.AnnotationOrphanedAt) is no owner of it
+// until an admin gives it back.
 func (s *selfService) isOwner(ns *corev1.Namespace, user authenticationv1.UserInfo) bool {
-	if user.UID != "" && user.UID == ns.Annotations[AnnotationCreatorUID] {
+	if user.UID != "" && user.UID == ns.Annotations[AnnotationCreatorUID] && !namespacetemplate.Orphaned(ns.Annotations) {
 		return true
 	}
 	teams, _ := namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])

@@ -413,3 +413,58 @@ func checkDecision(t *testing.T, resp ctrladmission.Response, want string) {
 		t.Fatalf("allowed=%v message=%q\nwant denial %q", resp.Allowed, msg, want)
 	}
 }
+
+// TestOrphanedCreatorIsNoOwner: while a namespace is orphaned (its creator left the GitHub
+// organization), its creator, a member again, may not name co-owner teams (which would give
+// them the owner role back through a team's binding), nor may anyone but an admin; an admin
+// may, and the creator may again once the namespace is given back.
+func TestOrphanedCreatorIsNoOwner(t *testing.T) {
+	obj := func(annotations map[string]string) string {
+		b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "bob-a", "annotations": annotations,
+				"labels": map[string]string{namespacetemplate.LabelCreatorUID: "1002"}}})
+		return string(b)
+	}
+	annotations := func(kv ...string) map[string]string {
+		m := map[string]string{AnnotationCreatorUID: "1002", namespacetemplate.AnnotationTemplate: "members"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	orphaned := []string{namespacetemplate.AnnotationOrphanedAt, "2026-12-01T12:00:00Z", "octogate.dev/orphaned-reason", "removed"}
+	bobInSRE := authenticationv1.UserInfo{Username: bob.Username, UID: "1002", Groups: []string{"github:acme/sre"}}
+	sreMember := authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre"}}
+	for _, tc := range []struct {
+		name       string
+		oldA, newA map[string]string
+		user       authenticationv1.UserInfo
+		allowed    bool
+	}{
+		{"the orphaned creator names their own team", annotations(orphaned...),
+			annotations(append(orphaned, namespacetemplate.AnnotationOwnerTeams, "acme/sre")...), bobInSRE, false},
+		{"the orphaned creator removes a co-owner team", annotations(append(orphaned, namespacetemplate.AnnotationOwnerTeams, "acme/sre")...),
+			annotations(orphaned...), bob, false},
+		{"a co-owner team's member names another team of an orphaned namespace", annotations(append(orphaned, namespacetemplate.AnnotationOwnerTeams, "acme/sre")...),
+			annotations(append(orphaned, namespacetemplate.AnnotationOwnerTeams, "acme/sre,acme/web")...), authenticationv1.UserInfo{Username: "github:erin:1005", UID: "1005", Groups: []string{"github:acme/sre", "github:acme/web"}}, false},
+		{"the orphaned creator gives the namespace back to themselves", annotations(orphaned...), annotations(), bobInSRE, false},
+		{"an admin names a team of an orphaned namespace", annotations(orphaned...),
+			annotations(append(orphaned, namespacetemplate.AnnotationOwnerTeams, "acme/sre")...), platformAdmin, true},
+		{"the creator names their team once the namespace is given back", annotations(),
+			annotations(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), bobInSRE, true},
+		{"a co-owner team's member of a namespace not orphaned names no one new", annotations(namespacetemplate.AnnotationOwnerTeams, "acme/sre"),
+			annotations(namespacetemplate.AnnotationOwnerTeams, "acme/sre"), sreMember, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := selfServiceValidator(t, &fakeLister{})
+			req := ctrladmission.Request{AdmissionRequest: namespaceRequest(admissionv1.Update, obj(tc.newA), obj(tc.oldA), tc.user)}
+			resp := v.Handle(context.Background(), req)
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v (%v), want %v", resp.Allowed, resp.Result, tc.allowed)
+			}
+			if !tc.allowed && !strings.Contains(resp.Result.Message, "orphaned") {
+				t.Fatalf("denial %q does not say the namespace is orphaned", resp.Result.Message)
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 const webhookValidate = "validate-namespaces"
@@ -66,8 +68,11 @@ func (v *validator) Handle(ctx context.Context, req ctrladmission.Request) ctrla
 
 // validate returns why user may not turn old into ns, or "" when the update is allowed.
 // Setting, changing or removing any creator annotation needs system:masters or an admin
-// group; updates of a Namespace that is being deleted are always allowed so deletion is
-// never blocked.
+// group, and so do giving an orphaned Namespace back (removing
+// namespacetemplate.AnnotationOrphanedAt) and changing its co-owner teams (its creator left
+// the GitHub organization; no one else may name owners until an admin gives it back);
+// updates of a Namespace that is being deleted are always allowed so deletion is never
+// blocked.
 func (v *validator) validate(old, ns *corev1.Namespace, user authenticationv1.UserInfo) string {
 	if old.DeletionTimestamp != nil || ns.DeletionTimestamp != nil {
 		return ""
@@ -82,6 +87,15 @@ func (v *validator) validate(old, ns *corev1.Namespace, user authenticationv1.Us
 	}
 	if v.isAdmin(user) {
 		return ""
+	}
+	if namespacetemplate.Orphaned(old.Annotations) && !namespacetemplate.Orphaned(ns.Annotations) {
+		return fmt.Sprintf("octogate: namespace %q is orphaned (annotation %s: its creator left the GitHub organization): only members of the groups %s may give it back",
+			ns.Name, namespacetemplate.AnnotationOrphanedAt, strings.Join(v.adminList, ", "))
+	}
+	if orphaned := namespacetemplate.Orphaned(old.Annotations) || namespacetemplate.Orphaned(ns.Annotations); orphaned &&
+		old.Annotations[namespacetemplate.AnnotationOwnerTeams] != ns.Annotations[namespacetemplate.AnnotationOwnerTeams] {
+		return fmt.Sprintf("octogate: namespace %q is orphaned (annotation %s: its creator left the GitHub organization): only members of the groups %s may change annotation %s until an admin gives it back",
+			ns.Name, namespacetemplate.AnnotationOrphanedAt, strings.Join(v.adminList, ", "), namespacetemplate.AnnotationOwnerTeams)
 	}
 	if len(changed) == 0 {
 		return v.self.validateOwnership(old, ns, user)

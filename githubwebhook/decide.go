@@ -20,7 +20,9 @@ type decision struct {
 	orphan  *orphanCall
 }
 
-type orphanCall struct{ uid, reason string }
+// orphanCall is the orphaning a member_removed calls for: the user's id, the org they were
+// removed from (login as the payload spells it) and the reason recorded on their namespaces.
+type orphanCall struct{ uid, org, reason string }
 
 // rules are the Config fields the decision reads.
 type rules struct {
@@ -95,7 +97,7 @@ func (r rules) decide(event any) decision {
 		case "member_removed":
 			d := evict(action, e.GetMembership().GetUser(), "membership.user")
 			if len(d.revoke) == 1 && r.orgs.Allows(e.GetOrganization().GetLogin()) {
-				d.orphan = &orphanCall{uid: d.revoke[0].UserID,
+				d.orphan = &orphanCall{uid: d.revoke[0].UserID, org: e.GetOrganization().GetLogin(),
 					reason: "removed from GitHub organization " + e.GetOrganization().GetLogin() + " (organization member_removed webhook)"}
 			}
 			return d

@@ -14,5 +14,8 @@
 // cached identities concerned on every replica, through the revocation package), and
 // organization member_removed in an allowed org also orphans the namespaces the person
 // created (ownership.Orphaner). ping answers 200; anything else 202. A redelivery (same
-// X-GitHub-Delivery) changes nothing twice. The body is never logged.
+// X-GitHub-Delivery) changes nothing twice. The signature does not cover that header, so a
+// member_removed payload orphans once whatever delivery id it comes with (Removals, shared by
+// every replica through ConfigMapRemovals), and, with Config.Members, only when GitHub
+// confirms the user is no member now. The body is never logged.
 package githubwebhook

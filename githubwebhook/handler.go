@@ -53,7 +53,21 @@ const MaxWait = time.Second
 // Orphaner orphans the namespaces created by the GitHub user uid (ownership.Orphaner):
 // it returns how many namespaces it orphaned now.
 type Orphaner interface {
+	// Orphan orphans every namespace of uid not orphaned yet; called once GitHub confirmed
+	// the removal.
 	Orphan(ctx context.Context, uid, reason string) (int, error)
+	// OrphanUnlessGivenBack is Orphan but for the namespaces an admin gave back after an
+	// earlier orphaning; called for a removal GitHub did not confirm (no Config.Members).
+	OrphanUnlessGivenBack(ctx context.Context, uid, reason string) (int, error)
+	// Orphanable returns how many namespaces of uid are not orphaned (from a cache).
+	Orphanable(ctx context.Context, uid string) (int, error)
+}
+
+// Members asks GitHub whether the user with GitHub id uid is an active member of org now
+// (ownership.MembershipChecker.IsMember, with the token of OCTOGATE_GITHUB_ORG_TOKEN_FILE). An
+// error means GitHub could not tell.
+type Members interface {
+	IsMember(ctx context.Context, org, uid string) (bool, error)
 }
 
 // Config configures New.
@@ -66,8 +80,20 @@ type Config struct {
 	Orgs []string
 	// Revoker evicts cached identities (revocation.Local or revocation.Shared); required.
 	Revoker revocation.Revoker
-	// Orphaner, when not nil, orphans a removed member's namespaces.
+	// Orphaner, when not nil, orphans a removed member's namespaces: once per payload
+	// (Removals), and, with Members, only when GitHub confirms the user is no member of the
+	// org now.
 	Orphaner Orphaner
+	// Members, when not nil, confirms every member_removed with GitHub before orphaning: a
+	// user who is a member now (an old removal replayed, or one undone since) is not
+	// orphaned. Nil (no org token): the removal is taken as delivered, but namespaces an
+	// admin gave back are left alone (Orphaner.OrphanUnlessGivenBack).
+	Members Members
+	// Removals records the member_removed payloads acted on, so that a signed body sent
+	// again under a new X-GitHub-Delivery orphans nothing (its eviction is repeated, which is
+	// harmless). Nil: NewMemoryRemovals(), this process only; ConfigMapRemovals shares them
+	// with every replica.
+	Removals Removals
 	// Deliveries is how many delivery ids are remembered (default DefaultDeliveries).
 	Deliveries int
 	Logger     *slog.Logger
@@ -84,6 +110,8 @@ type Handler struct {
 	rules      rules
 	revoker    revocation.Revoker
 	orphaner   Orphaner
+	members    Members
+	removals   Removals
 	deliveries *lru.Cache[string, struct{}]
 	// limiter spaces signed deliveries out (Config.Rate); nil: no limit.
 	limiter *rate.Limiter
@@ -122,7 +150,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	count := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "octogate_github_webhook_deliveries_total",
-		Help: "GitHub webhook deliveries by event, action and result (evicted, orphaned, no-change, pong, duplicate, ignored, bad-signature, bad-request, rate-limited, error). Event and action are \"\" for deliveries whose signature did not verify, \"other\" for ones octogate does not act on.",
+		Help: "GitHub webhook deliveries by event, action and result (evicted, orphaned, stale-removal, no-change, pong, duplicate, ignored, bad-signature, bad-request, rate-limited, error). Event and action are \"\" for deliveries whose signature did not verify, \"other\" for ones octogate does not act on.",
 	}, []string{"event", "action", "result"})
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(count); err != nil {
@@ -133,12 +161,16 @@ func New(cfg Config) (*Handler, error) {
 			count = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
+	if cfg.Removals == nil {
+		cfg.Removals = NewMemoryRemovals()
+	}
 	var limiter *rate.Limiter
 	if cfg.Rate > 0 {
 		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
 	}
 	return &Handler{
 		secret: cfg.Secret, rules: rules{orgs: orgs}, revoker: cfg.Revoker, orphaner: cfg.Orphaner,
+		members: cfg.Members, removals: cfg.Removals,
 		deliveries: seen, limiter: limiter, log: cfg.Logger, count: count, now: time.Now,
 	}, nil
 }
@@ -238,7 +270,7 @@ func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, l
 		d = h.rules.decide(parsed)
 	}
 	lb.action, lb.subject = actionLabel(d.action), d.subject
-	a, status := h.act(r.Context(), d)
+	a, status := h.act(r.Context(), d, PayloadDigest(payload))
 	// Only a delivery acted on is remembered: a redelivery of a bad request or a failure gets
 	// its answer again.
 	if status < 400 && delivery != "" {
@@ -279,13 +311,19 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 	return payload, 0, ""
 }
 
-// act carries out d and gives its answer and status.
-func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
+// resultStaleRemoval is a member_removed that evicted and orphaned nothing: its payload was
+// acted on before, or GitHub says the user is a member now.
+const resultStaleRemoval = "stale-removal"
+
+// act carries out d, whose payload has digest (PayloadDigest), and gives its answer and status.
+func (h *Handler) act(ctx context.Context, d decision, digest string) (answer, int) {
 	a := answer{Result: d.result}
 	if d.result == resultBadRequest {
 		a.Message = d.problem
 		return a, http.StatusBadRequest
 	}
+	// Eviction is repeated for any signed payload, replayed or not: it costs the user one
+	// GitHub lookup at most.
 	for _, rv := range d.revoke {
 		rv.At = h.now()
 		a.Evicted += h.revoker.Revoke(ctx, rv)
@@ -293,16 +331,7 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 	if d.orphan != nil && h.orphaner != nil {
 		ctx, cancel := context.WithTimeout(ctx, orphanTimeout)
 		defer cancel()
-		n, err := h.orphaner.Orphan(ctx, d.orphan.uid, d.orphan.reason)
-		a.Orphaned = n
-		if err != nil {
-			// Cached identities are gone already; orphaning is retried when GitHub redelivers
-			// (the delivery id is not remembered) and by the periodic membership check. The
-			// cause (a Kubernetes API error, which may name its address) is logged, not
-			// answered: GitHub shows the answer to whoever can see the webhook's deliveries.
-			return answer{Result: "error", Evicted: a.Evicted, Orphaned: n, cause: err,
-				Message: "orphaning the namespaces failed; redeliver this delivery to retry"}, http.StatusInternalServerError
-		}
+		return h.orphan(ctx, *d.orphan, digest, a)
 	}
 	switch d.result {
 	case "ignored":
@@ -312,6 +341,75 @@ func (h *Handler) act(ctx context.Context, d decision) (answer, int) {
 		return a, http.StatusOK
 	}
 	return a, http.StatusOK
+}
+
+// orphan orphans the namespaces of a member removed from an allowed org, unless the removal is
+// stale: a payload acted on before (Removals: the signature does not cover X-GitHub-Delivery,
+// so an old signed body can come again under a new one), or, with Members, a user GitHub says
+// is a member now. Without Members a namespace an admin gave back is left alone, and every
+// payload is recorded (an old one cannot be told from a new one); with Members a user with no
+// namespace to orphan costs nothing more. a holds the eviction's answer.
+func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a answer) (answer, int) {
+	fail := func(status int, msg string, err error) (answer, int) {
+		// Cached identities are gone already; orphaning is retried when GitHub redelivers
+		// (neither the delivery id nor the payload is remembered) and by the periodic
+		// membership check. The cause (a Kubernetes API or GitHub error, which may name an
+		// address) is logged, not answered: GitHub shows the answer to whoever can see the
+		// webhook's deliveries.
+		return answer{Result: "error", Evicted: a.Evicted, Orphaned: a.Orphaned, cause: err, Message: msg}, status
+	}
+	if h.members != nil {
+		// GitHub confirms every removal acted on, so one of a user without namespaces to
+		// orphan is neither recorded nor confirmed: a mass offboarding costs no GitHub calls
+		// for the many who created none.
+		n, err := h.orphaner.Orphanable(ctx, o.uid)
+		if err != nil {
+			return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
+		}
+		if n == 0 {
+			return a, http.StatusOK
+		}
+	}
+	first, err := h.removals.Claim(ctx, digest)
+	if err != nil {
+		return fail(http.StatusInternalServerError, "recording the removal failed; redeliver this delivery to retry", err)
+	}
+	if !first {
+		a.Result = resultStaleRemoval
+		a.Message = "this removal was acted on before (the same signed payload): its namespaces are not orphaned again"
+		return a, http.StatusOK
+	}
+	orphan := h.orphaner.OrphanUnlessGivenBack
+	if h.members != nil {
+		member, err := h.members.IsMember(ctx, o.org, o.uid)
+		if err != nil {
+			h.release(ctx, digest)
+			return fail(http.StatusBadGateway, "GitHub could not confirm that the user left the organization; redeliver this delivery to retry", err)
+		}
+		if member {
+			a.Result = resultStaleRemoval
+			a.Message = "GitHub says the user is a member of " + o.org + " now: their namespaces are not orphaned"
+			return a, http.StatusOK
+		}
+		orphan = h.orphaner.Orphan
+	}
+	n, err := orphan(ctx, o.uid, o.reason)
+	a.Orphaned = n
+	if err != nil {
+		h.release(ctx, digest)
+		return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
+	}
+	return a, http.StatusOK
+}
+
+// release forgets a claimed payload after acting on it failed; if that fails too, a
+// redelivery is taken for a replay and the periodic membership check (or an admin) orphans.
+func (h *Handler) release(ctx context.Context, digest string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := h.removals.Release(ctx, digest); err != nil {
+		h.log.Warn("forgetting a removal that could not be acted on failed: a redelivery of it will orphan nothing", "err", err)
+	}
 }
 
 // errText is err's message, "" for nil.

@@ -58,12 +58,25 @@ func (f *fakeRevoker) targets() []string {
 
 type fakeOrphaner struct {
 	calls []string
-	err   error
+	// unconfirmed counts the calls of OrphanUnlessGivenBack among calls.
+	unconfirmed int
+	// none, when 1, says the user has no namespace to orphan (Orphanable).
+	none int
+	err  error
 }
 
 func (f *fakeOrphaner) Orphan(_ context.Context, uid, reason string) (int, error) {
 	f.calls = append(f.calls, uid+" "+reason)
 	return 1, f.err
+}
+
+func (f *fakeOrphaner) Orphanable(context.Context, string) (int, error) {
+	return 1 - f.none, nil
+}
+
+func (f *fakeOrphaner) OrphanUnlessGivenBack(ctx context.Context, uid, reason string) (int, error) {
+	f.unconfirmed++
+	return f.Orphan(ctx, uid, reason)
 }
 
 type env struct {

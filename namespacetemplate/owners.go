@@ -19,7 +19,20 @@ const (
 	// OwnerTeamLabelPrefix + "<org>.<team-slug>" (value "true") marks a namespace co-owned by
 	// a team, so its members can list `-l octogate.dev/owner-team.<org>.<team-slug>`.
 	OwnerTeamLabelPrefix = "octogate.dev/owner-team."
+	// AnnotationOrphanedAt marks a namespace whose creator left the GitHub organization (RFC
+	// 3339, when it was orphaned; ownership.Orphaner sets it). While it is set the creator is
+	// no owner of the namespace (no owner rights at /authorize, in admission or in the
+	// controller) and only an admin may name or remove co-owner teams; an admin gives the
+	// namespace back by removing it (docs/revocation.md).
+	AnnotationOrphanedAt = "octogate.dev/orphaned-at"
 )
+
+// Orphaned reports whether a namespace with these annotations is orphaned
+// (AnnotationOrphanedAt is set, whatever its value).
+func Orphaned(annotations map[string]string) bool {
+	_, ok := annotations[AnnotationOrphanedAt]
+	return ok
+}
 
 // GitHub org logins and team slugs: letters, digits and single hyphens
 // (https://docs.github.com/en/organizations/organizing-members-into-teams/about-teams).

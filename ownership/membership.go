@@ -103,8 +103,11 @@ func (m *MembershipChecker) Client() (*github.Client, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	// GitHub answers 302 to the public-membership URL when the token's owner is no member of
+	// the org; following it would take a private member's 404 there for "not a member".
 	c := github.NewClient(&http.Client{Timeout: 10 * time.Second, Transport: &oauth2.Transport{
-		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tok}), Base: base}})
+		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tok}), Base: base},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 	if m.APIURL != "" {
 		u, err := url.Parse(strings.TrimSuffix(m.APIURL, "/") + "/")
 		if err != nil {
@@ -113,6 +116,42 @@ func (m *MembershipChecker) Client() (*github.Client, error) {
 		c.BaseURL = u
 	}
 	return c, nil
+}
+
+// IsMember asks GitHub now, with the token read from TokenFile, whether the GitHub user id uid
+// is an active member of org: GET /user/{id} for their current login (a deleted account, 404,
+// is a member of nothing), then GET /orgs/{org}/members/{login} (204 member, 404 not; a 302
+// means the token's owner is not a member of org, and is an error, as any other answer).
+// A webhook delivery of a removal is acted on only when GitHub confirms it this way.
+func (m *MembershipChecker) IsMember(ctx context.Context, org, uid string) (bool, error) {
+	gh, err := m.Client()
+	if err != nil {
+		return false, err
+	}
+	id, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("uid %q is not a GitHub user id", uid)
+	}
+	u, resp, err := gh.Users.GetByID(ctx, id)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	return m.member(ctx, gh, org, u.GetLogin(), nil)
+}
+
+// member asks GET /orgs/{org}/members/{login}, updating *rate when not nil.
+func (m *MembershipChecker) member(ctx context.Context, gh *github.Client, org, login string, rate *github.Rate) (bool, error) {
+	ok, resp, err := gh.Organizations.IsMember(ctx, org, login)
+	if resp != nil && rate != nil {
+		*rate = resp.Rate
+	}
+	if resp != nil && resp.StatusCode == http.StatusFound {
+		return false, fmt.Errorf("the token's owner is not a member of %s, so GitHub does not tell its private members", org)
+	}
+	return ok, err
 }
 
 // Check returns StateActive or StateLeft for the GitHub user id uid, with their current login,
@@ -135,15 +174,9 @@ func (m *MembershipChecker) Check(ctx context.Context, gh *github.Client, uid st
 	}
 	login = u.GetLogin()
 	for _, org := range m.Orgs {
-		ok, resp, err := gh.Organizations.IsMember(ctx, org, login)
-		if resp != nil {
-			rate = resp.Rate
-		}
+		ok, err := m.member(ctx, gh, org, login, &rate)
 		if err != nil {
 			return StateUnknown, login, rate, err
-		}
-		if resp != nil && resp.StatusCode == http.StatusFound {
-			return StateUnknown, login, rate, fmt.Errorf("the token's owner is not a member of %s, so GitHub does not tell its private members", org)
 		}
 		if ok {
 			return StateActive, login, rate, nil

@@ -59,7 +59,10 @@ func (x *NamespaceIndex) CountedNamespaces(ctx context.Context, template, uid st
 }
 
 // NamespaceOwners returns the creator uid and the co-owner teams ("org/team") of the
-// namespace name, from the cache; ok is false when the cache does not have it.
+// namespace name, from the cache; ok is false when the cache does not have it. creatorUID is
+// empty while the namespace is orphaned (namespacetemplate.AnnotationOrphanedAt): its creator
+// left the GitHub organization and has no owner rights there until an admin gives it back,
+// even once a member again (docs/revocation.md).
 func (x *NamespaceIndex) NamespaceOwners(name string) (creatorUID string, teams []string, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -68,6 +71,9 @@ func (x *NamespaceIndex) NamespaceOwners(name string) (creatorUID string, teams 
 		return "", nil, false
 	}
 	teams, _ = namespacetemplate.ParseOwnerTeams(ns.Annotations[namespacetemplate.AnnotationOwnerTeams])
+	if namespacetemplate.Orphaned(ns.Annotations) {
+		return "", teams, true
+	}
 	uid := ns.Labels[namespacetemplate.LabelCreatorUID]
 	if uid == "" {
 		uid = ns.Annotations[annotationCreatorUID]

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/octogate/octogate/admission"
+	"github.com/octogate/octogate/namespacetemplate"
 )
 
 // Orphan annotations. A Namespace with AnnotationOrphanedAt has lost its creator (they left
@@ -26,10 +27,15 @@ import (
 // gives the creator their binding back; a returning member never regains it by themselves.
 const (
 	// AnnotationOrphanedAt is when the Namespace was orphaned (RFC 3339).
-	AnnotationOrphanedAt = "octogate.dev/orphaned-at"
+	AnnotationOrphanedAt = namespacetemplate.AnnotationOrphanedAt
 	// AnnotationOrphanedReason says why, e.g. "removed from GitHub organization acme
 	// (organization member_removed webhook)".
 	AnnotationOrphanedReason = "octogate.dev/orphaned-reason"
+	// AnnotationLastOrphanedAt is when octogate last orphaned the Namespace (RFC 3339), set
+	// with AnnotationOrphanedAt and kept when an admin gives the Namespace back: a Namespace
+	// with it and without AnnotationOrphanedAt was given back after an orphaning
+	// (OrphanUnlessGivenBack).
+	AnnotationLastOrphanedAt = "octogate.dev/last-orphaned-at"
 	// ReasonOrphaned is the Event reason on a Namespace whose creator left.
 	ReasonOrphaned = "CreatorLeft"
 
@@ -39,8 +45,7 @@ const (
 
 // Orphaned reports whether ns has lost its creator.
 func Orphaned(ns *corev1.Namespace) bool {
-	_, ok := ns.Annotations[AnnotationOrphanedAt]
-	return ok
+	return namespacetemplate.Orphaned(ns.Annotations)
 }
 
 // orphanSubject is who owns an orphaned Namespace: the group, if one is configured.
@@ -93,11 +98,47 @@ func (o *Orphaner) Namespaces(ctx context.Context, uid string) ([]corev1.Namespa
 	return list.Items, nil
 }
 
+// Orphanable returns how many live Namespaces created by uid are not orphaned, from the
+// manager's cache: 0 means an orphaning would change nothing.
+func (o *Orphaner) Orphanable(ctx context.Context, uid string) (int, error) {
+	nss, err := o.Namespaces(ctx, uid)
+	if err != nil {
+		return 0, fmt.Errorf("listing namespaces created by uid %s: %w", uid, err)
+	}
+	n := 0
+	for i := range nss {
+		if !Orphaned(&nss[i]) && nss[i].DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Orphan annotates every live, not yet orphaned Namespace created by uid with
-// AnnotationOrphanedAt (now) and AnnotationOrphanedReason (reason), records a Warning Event
-// on each, and returns how many it orphaned. Namespaces already orphaned keep their first
-// time and reason, so a redelivered or repeated removal changes nothing.
+// AnnotationOrphanedAt (now), AnnotationOrphanedReason (reason) and AnnotationLastOrphanedAt
+// (now), records a Warning Event on each, and returns how many it orphaned. Namespaces
+// already orphaned keep their first time and reason, so a redelivered or repeated removal
+// changes nothing. Callers that confirmed with GitHub that uid is no member (the periodic
+// check, a webhook delivery with an org token) use it.
 func (o *Orphaner) Orphan(ctx context.Context, uid, reason string) (int, error) {
+	return o.orphan(ctx, uid, reason, false)
+}
+
+// OrphanUnlessGivenBack is Orphan but for the Namespaces an admin gave back after an earlier
+// orphaning (AnnotationLastOrphanedAt without AnnotationOrphanedAt): a removal that GitHub
+// did not confirm (a webhook delivery without an org token) may be an old one replayed, and
+// must not undo an admin's decision.
+func (o *Orphaner) OrphanUnlessGivenBack(ctx context.Context, uid, reason string) (int, error) {
+	return o.orphan(ctx, uid, reason, true)
+}
+
+// givenBack reports whether an admin gave ns back after an orphaning.
+func givenBack(ns *corev1.Namespace) bool {
+	_, ok := ns.Annotations[AnnotationLastOrphanedAt]
+	return ok && !Orphaned(ns)
+}
+
+func (o *Orphaner) orphan(ctx context.Context, uid, reason string, keepGivenBack bool) (int, error) {
 	if uid == "" {
 		return 0, nil
 	}
@@ -109,10 +150,10 @@ func (o *Orphaner) Orphan(ctx context.Context, uid, reason string) (int, error) 
 	var errs []error
 	for i := range nss {
 		ns := &nss[i]
-		if Orphaned(ns) || ns.DeletionTimestamp != nil {
+		if Orphaned(ns) || ns.DeletionTimestamp != nil || keepGivenBack && givenBack(ns) {
 			continue
 		}
-		done, err := o.annotate(ctx, ns, reason)
+		done, err := o.annotate(ctx, ns, reason, keepGivenBack)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("namespace %s: %w", ns.Name, err))
 			continue
@@ -129,16 +170,17 @@ func (o *Orphaner) Orphan(ctx context.Context, uid, reason string) (int, error) 
 	return n, errors.Join(errs...)
 }
 
-// annotate sets the orphan annotations on ns unless it is orphaned already. The
+// annotate sets the orphan annotations on ns unless it is orphaned already (or, with
+// keepGivenBack, was given back in the meantime). The
 // resourceVersion precondition keeps a concurrent orphaning (another replica, the periodic
 // check) from overwriting the first time and reason; on a conflict (or a cache behind the API
 // server) the Namespace is read again from the API server.
-func (o *Orphaner) annotate(ctx context.Context, ns *corev1.Namespace, reason string) (bool, error) {
+func (o *Orphaner) annotate(ctx context.Context, ns *corev1.Namespace, reason string, keepGivenBack bool) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		at := o.now().UTC().Format(time.RFC3339)
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": ns.ResourceVersion,
-			"annotations":     map[string]string{AnnotationOrphanedAt: at, AnnotationOrphanedReason: reason},
+			"annotations":     map[string]string{AnnotationOrphanedAt: at, AnnotationOrphanedReason: reason, AnnotationLastOrphanedAt: at},
 		}})
 		err := o.client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch))
 		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
@@ -147,7 +189,7 @@ func (o *Orphaner) annotate(ctx context.Context, ns *corev1.Namespace, reason st
 		if err := o.api.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		if Orphaned(ns) || ns.DeletionTimestamp != nil {
+		if Orphaned(ns) || ns.DeletionTimestamp != nil || keepGivenBack && givenBack(ns) {
 			return false, nil
 		}
 	}

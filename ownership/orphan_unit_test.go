@@ -109,3 +109,81 @@ func TestOrphanWithoutAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanedCreatorOwnsNothing: the owner rules of /authorize read NamespaceOwners; while a
+// namespace is orphaned its creator is not named there (so no get, delete, update or patch of
+// it as its creator), and is named again once an admin gives it back. Co-owner teams named
+// before the orphaning stay.
+func TestOrphanedCreatorOwnsNothing(t *testing.T) {
+	orphaned := map[string]string{AnnotationOrphanedAt: "2026-12-01T12:00:00Z", AnnotationOrphanedReason: "removed",
+		"octogate.dev/owner-teams": "acme/sre"}
+	c := fake.NewClientBuilder().WithObjects(
+		namespace("bob-a", "github:bob:1002", "1002", orphaned),
+		namespace("bob-b", "github:bob:1002", "1002", map[string]string{"octogate.dev/owner-teams": "acme/sre"}),
+	).Build()
+	x := &NamespaceIndex{reader: c}
+	if uid, teams, ok := x.NamespaceOwners("bob-a"); !ok || uid != "" || len(teams) != 1 || teams[0] != "acme/sre" {
+		t.Fatalf("orphaned bob-a: owners %q %v %v, want no creator and team acme/sre", uid, teams, ok)
+	}
+	if uid, teams, ok := x.NamespaceOwners("bob-b"); !ok || uid != "1002" || len(teams) != 1 {
+		t.Fatalf("bob-b: owners %q %v %v, want creator 1002", uid, teams, ok)
+	}
+}
+
+// TestOrphanUnlessGivenBack: an orphaning records AnnotationLastOrphanedAt, which stays when
+// an admin gives the namespace back; a removal GitHub did not confirm then leaves that
+// namespace alone and orphans the creator's others, while a confirmed one orphans it again.
+func TestOrphanUnlessGivenBack(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := fake.NewClientBuilder().
+		WithIndex(&corev1.Namespace{}, creatorUIDField, func(o client.Object) []string {
+			return []string{o.GetAnnotations()[admission.AnnotationCreatorUID]}
+		}).
+		WithObjects(
+			namespace("bob-restored", "github:bob:1002", "1002", nil),
+			namespace("bob-new", "github:bob:1002", "1002", nil),
+		).Build()
+	o := &Orphaner{client: c, api: c, events: fakeEvents{events.NewFakeRecorder(10)}, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	ctx := context.Background()
+	get := func(name string) *corev1.Namespace {
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	if n, err := o.OrphanUnlessGivenBack(ctx, "1002", "removed"); n != 2 || err != nil {
+		t.Fatalf("first removal: %d, %v; want 2 orphaned", n, err)
+	}
+	if a := get("bob-restored").Annotations; a[AnnotationLastOrphanedAt] != "2026-12-01T12:00:00Z" {
+		t.Fatalf("annotations %v, want %s", a, AnnotationLastOrphanedAt)
+	}
+	// An admin gives bob-restored back (docs/revocation.md); bob-new was created later.
+	ns := get("bob-restored")
+	delete(ns.Annotations, AnnotationOrphanedAt)
+	delete(ns.Annotations, AnnotationOrphanedReason)
+	if err := c.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, get("bob-new")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := namespace("bob-new", "github:bob:1002", "1002", nil)
+	fresh.ResourceVersion = ""
+	if err := c.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.OrphanUnlessGivenBack(ctx, "1002", "replayed"); n != 1 || err != nil || Orphaned(get("bob-restored")) || !Orphaned(get("bob-new")) {
+		t.Fatalf("unconfirmed removal: %d, %v; bob-restored orphaned %v, bob-new orphaned %v; want only bob-new",
+			n, err, Orphaned(get("bob-restored")), Orphaned(get("bob-new")))
+	}
+	if n, err := o.Orphanable(ctx, "1002"); n != 1 || err != nil {
+		t.Fatalf("Orphanable = %d, %v; want 1 (bob-restored)", n, err)
+	}
+	if n, err := o.Orphan(ctx, "1002", "confirmed"); n != 1 || err != nil || !Orphaned(get("bob-restored")) {
+		t.Fatalf("confirmed removal: %d, %v; want bob-restored orphaned again", n, err)
+	}
+	if n, err := o.Orphanable(ctx, "1002"); n != 0 || err != nil {
+		t.Fatalf("Orphanable = %d, %v; want 0 once all are orphaned", n, err)
+	}
+}

@@ -70,9 +70,9 @@ type serveConfig struct {
 	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
 	GitHubWebhookSecret     string        `env:"OCTOGATE_GITHUB_WEBHOOK_SECRET" help:"secret of the GitHub org webhook delivered to POST /github/webhook; unset: the route answers 404"`
 	GitHubWebhookRate       float64       `env:"OCTOGATE_GITHUB_WEBHOOK_RATE" envDefault:"500" help:"signed GitHub deliveries per second POST /github/webhook handles (bursts of as many); beyond it a delivery waits up to 1s for its turn, then gets 503, so a flood leaves the CPU to kube-apiserver's reviews; 1 to 1000000, or 0: no limit"`
-	Namespace               string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations ConfigMap) outside a cluster; in a pod: the pod's namespace"`
+	Namespace               string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations and removals ConfigMaps) outside a cluster; in a pod: the pod's namespace"`
 	OrphanOwnerGroup        string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
-	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators, re-read on change; unset: no check"`
+	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators and to confirm a member_removed webhook delivery before orphaning, re-read on change; unset: no check"`
 	MembershipResync        time.Duration `env:"OCTOGATE_MEMBERSHIP_RESYNC" envDefault:"1h" help:"period of the membership check of namespace creators, spread over the period"`
 	ProxyListen             string        `env:"OCTOGATE_PROXY_LISTEN" help:"TLS listen address of the impersonating proxy kubectl talks to in place of kube-apiserver (managed clusters: docs/managed-clusters.md); unset: no proxy"`
 	ProxyTLSCertFile        string        `env:"OCTOGATE_PROXY_TLS_CERT_FILE" help:"the proxy's serving certificate (PEM), reloaded on change; unset: OCTOGATE_TLS_CERT_FILE"`

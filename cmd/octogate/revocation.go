@@ -40,20 +40,38 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 		prefix = ""
 	}
 	var revoker revocation.Revoker = revocation.Local{Evictor: authn, GroupPrefix: prefix, Metrics: m}
-	if shared, why := sharedRevoker(cfg, authn, prefix, m, log); shared != nil {
+	removals := githubwebhook.NewMemoryRemovals()
+	client, ns, why := kubeAccess(cfg)
+	if client != nil {
+		shared, err := sharedRevoker(cfg, client, ns, authn, prefix, m, log)
+		if err != nil {
+			return nil, nil, err
+		}
 		revoker, run = shared, shared.Run
+		removals = &githubwebhook.ConfigMapRemovals{Client: client, Namespace: ns}
 	} else {
-		log.Warn("GitHub webhook revocations evict in this process only: "+why+"; run one replica, or give octogate Kubernetes access", "configmap", revocation.DefaultName)
+		log.Warn("GitHub webhook revocations evict in this process only, and each replica recognises only the removals it acted on itself: "+why+"; run one replica, or give octogate Kubernetes access",
+			"configmap", revocation.DefaultName, "removals", githubwebhook.DefaultRemovalsName)
 	}
 	var o githubwebhook.Orphaner
 	if orphaner != nil {
 		o = orphaner
+	}
+	var members githubwebhook.Members
+	if checker, err := membershipChecker(cfg); err != nil {
+		return nil, nil, err
+	} else if checker != nil {
+		members = checker
+	} else if orphaner != nil {
+		log.Warn("OCTOGATE_GITHUB_ORG_TOKEN_FILE is unset: a member_removed delivery orphans namespaces without asking GitHub whether the user is still gone; a removal is acted on once, and namespaces an admin gave back are left alone")
 	}
 	h, err = githubwebhook.New(githubwebhook.Config{
 		Secret:     []byte(cfg.GitHubWebhookSecret),
 		Orgs:       cfg.GitHubOrgs,
 		Revoker:    revoker,
 		Orphaner:   o,
+		Members:    members,
+		Removals:   removals,
 		Logger:     log,
 		Registerer: reg,
 		Rate:       cfg.GitHubWebhookRate,
@@ -61,55 +79,66 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 	return h, run, err
 }
 
-// sharedRevoker returns a ConfigMap-backed revoker when the process can reach the Kubernetes
-// API and knows its namespace, else nil and why not.
-func sharedRevoker(cfg serveConfig, authn *tokenreview.Handler, prefix string, m *revocation.Metrics, log *slog.Logger) (*revocation.Shared, string) {
+// kubeAccess returns a Kubernetes client and octogate's own namespace (OCTOGATE_NAMESPACE, or
+// the pod's), where the revocations and removals ConfigMaps live, or nil and why not.
+func kubeAccess(cfg serveConfig) (kubernetes.Interface, string, string) {
 	ns := cfg.Namespace
 	if ns == "" {
 		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 		if err != nil {
-			return nil, "no namespace for the revocations ConfigMap (set OCTOGATE_NAMESPACE outside a cluster)"
+			return nil, "", "no namespace for the revocations ConfigMap (set OCTOGATE_NAMESPACE outside a cluster)"
 		}
 		ns = strings.TrimSpace(string(b))
 	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
-		return nil, "no Kubernetes API (in-cluster config or KUBECONFIG)"
+		return nil, "", "no Kubernetes API (in-cluster config or KUBECONFIG)"
 	}
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
-		return nil, "Kubernetes client: " + err.Error()
+		return nil, "", "Kubernetes client: " + err.Error()
 	}
-	shared, err := revocation.NewShared(revocation.Config{
+	return client, ns, ""
+}
+
+// sharedRevoker returns a revoker backed by the revocations ConfigMap in namespace ns.
+func sharedRevoker(cfg serveConfig, client kubernetes.Interface, ns string, authn *tokenreview.Handler, prefix string, m *revocation.Metrics, log *slog.Logger) (*revocation.Shared, error) {
+	return revocation.NewShared(revocation.Config{
 		Client: client, Namespace: ns,
 		Keep:    cfg.TokenCacheTTL + tokenreview.StaleFor,
 		Evictor: authn, GroupPrefix: prefix, Metrics: m, Logger: log,
 	})
-	if err != nil {
-		return nil, err.Error()
-	}
-	return shared, ""
 }
 
 // addMembershipCheck adds the periodic membership check of namespace creators to mgr when
 // OCTOGATE_GITHUB_ORG_TOKEN_FILE is set.
 func addMembershipCheck(cfg serveConfig, mgr manager.Manager, orphaner *ownership.Orphaner, log *slog.Logger) error {
+	checker, err := membershipChecker(cfg)
+	if err != nil || checker == nil {
+		return err
+	}
+	return mgr.Add(&ownership.Periodic{Checker: checker, Orphaner: orphaner, Period: cfg.MembershipResync, Log: log})
+}
+
+// membershipChecker is the GitHub membership check of OCTOGATE_GITHUB_ORG_TOKEN_FILE, or nil
+// when it is unset. Errors name the variable.
+func membershipChecker(cfg serveConfig) (*ownership.MembershipChecker, error) {
 	if cfg.GitHubOrgTokenFile == "" {
-		return nil
+		return nil, nil
 	}
 	tr, err := githubTransport(cfg.GitHubCAFile)
 	if err != nil {
-		return fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
+		return nil, fmt.Errorf("OCTOGATE_GITHUB_CA_FILE=%q: %w", cfg.GitHubCAFile, err)
 	}
 	orgs, err := membershipOrgs(cfg.GitHubOrgs)
 	if err != nil {
-		return fmt.Errorf("OCTOGATE_GITHUB_ORGS=%q: %w", strings.Join(cfg.GitHubOrgs, ","), err)
+		return nil, fmt.Errorf("OCTOGATE_GITHUB_ORGS=%q: %w", strings.Join(cfg.GitHubOrgs, ","), err)
 	}
 	checker := &ownership.MembershipChecker{Orgs: orgs, TokenFile: cfg.GitHubOrgTokenFile, APIURL: cfg.GitHubAPIURL, Transport: tr}
 	if _, err := checker.Client(); err != nil {
-		return fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
+		return nil, fmt.Errorf("OCTOGATE_GITHUB_ORG_TOKEN_FILE=%q: %w", cfg.GitHubOrgTokenFile, err)
 	}
-	return mgr.Add(&ownership.Periodic{Checker: checker, Orphaner: orphaner, Period: cfg.MembershipResync, Log: log})
+	return checker, nil
 }
 
 // membershipOrgs are the orgs of OCTOGATE_GITHUB_ORGS entries (githuborgs.Parse) as

@@ -25,7 +25,7 @@ func TestGitHubWebhookValues(t *testing.T) {
 			t.Fatalf("OCTOGATE_ORPHAN_OWNER_GROUP = %q", got)
 		}
 	})
-	t.Run("revocations RBAC is one ConfigMap in the release namespace", func(t *testing.T) {
+	t.Run("revocations RBAC is two ConfigMaps in the release namespace", func(t *testing.T) {
 		role := get[rbacv1.Role](t, o, "Role", fullname+"-revocations")
 		if role.Namespace != namespace {
 			t.Fatalf("Role namespace %q", role.Namespace)
@@ -33,6 +33,7 @@ func TestGitHubWebhookValues(t *testing.T) {
 		want := []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"octogate-revocations"}, Verbs: []string{"get", "list", "watch", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"octogate-github-removals"}, Verbs: []string{"get", "update"}},
 		}
 		if len(role.Rules) != len(want) {
 			t.Fatalf("rules %+v", role.Rules)

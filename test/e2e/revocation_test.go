@@ -46,7 +46,7 @@ type revocationEnv struct {
 	work     string
 }
 
-func startRevocationEnv(t *testing.T) *revocationEnv {
+func startRevocationEnv(t *testing.T, extraEnv ...string) *revocationEnv {
 	t.Helper()
 	e := requireEnv(t)
 	r := &revocationEnv{work: t.TempDir()}
@@ -70,11 +70,11 @@ func startRevocationEnv(t *testing.T) *revocationEnv {
 		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
 		TokenCacheTTL: 10 * time.Minute, NegativeTTL: time.Second,
 		TokenReviewVersion: "v1", AuthnCacheTTL: time.Second,
-		OctogateEnv: []string{
+		OctogateEnv: append([]string{
 			"OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret,
 			"OCTOGATE_NAMESPACE=default",
 			"OCTOGATE_ORPHAN_OWNER_GROUP=" + orphanOwnerGroup,
-		},
+		}, extraEnv...),
 	})
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
