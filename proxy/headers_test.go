@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/octogate/octogate/subjectaccessreview"
+	"github.com/octogate/octogate/tokenreview"
 )
 
 // protocolToken is token as the bearer token subprotocol of a WebSocket.
@@ -290,5 +293,12 @@ func TestHasHeaderPrefix(t *testing.T) {
 	sort.Strings(got)
 	if strings.Join(got, ",") != "X-Remote-,X-Remote-User,X_Remote_Extra-A,x-remote-group" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// The groups /authenticate and the exchange refuse are the ones the proxy asserts.
+func TestTheProxysGroupPrefixIsTheOneSessionsMayNotCarry(t *testing.T) {
+	if tokenreview.ProxyPrefix != subjectaccessreview.ProxyGroupPrefix {
+		t.Errorf("tokenreview.ProxyPrefix %q, subjectaccessreview.ProxyGroupPrefix %q", tokenreview.ProxyPrefix, subjectaccessreview.ProxyGroupPrefix)
 	}
 }
