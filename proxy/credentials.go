@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +36,6 @@ type Credentials interface {
 	Refused()
 }
 
-// credentialsRetryAfter is the Retry-After, in seconds, of the 503 answered while
-// kube-apiserver refuses the proxy's credentials: an administrator has to act, not a second.
-const credentialsRetryAfter = 10
 
 // Checks of the proxy's credentials: Ready's answer is reused for readyCacheFor; a 401 to a
 // forwarded request is confirmed by a check begun after it was sent, but never more often
@@ -190,11 +186,12 @@ func credentialsStatus(credentials string) *apierrors.StatusError {
 }
 
 // answerCredentialsRefused writes credentialsStatus to w, counts and logs it at debug (the
-// change of verdict is logged once, at error, by readiness.run).
+// change of verdict is logged once, at error, by readiness.run). It sets no Retry-After:
+// client-go retries a 503 that has one up to ten times, for every request kubectl makes
+// (discovery first), and an administrator has to act before a retry can succeed.
 func (f *forwarder) answerCredentialsRefused(w http.ResponseWriter, r *http.Request) {
 	f.credentialsRefused.Inc()
 	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request answered 503: kube-apiserver refuses the proxy's credentials", slog.String("path", r.URL.Path))
-	w.Header().Set("Retry-After", strconv.Itoa(credentialsRetryAfter))
 	writeStatus(w, credentialsStatus(f.credentials))
 }
 
@@ -250,7 +247,7 @@ func (c *statusConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	c.decided = true
-	if end > 0 && bytes.HasPrefix(c.head, []byte("HTTP/1.")) && bytes.Contains(c.head[:end], []byte(" 401 ")) && c.w.f.ready.confirm(c.w.sent) {
+	if end > 0 && isStatus401(c.head[:end]) && c.w.f.ready.confirm(c.w.sent) {
 		c.drop = true
 		rec := &rawResponse{header: http.Header{}}
 		c.w.f.answerCredentialsRefused(rec, c.w.r)
@@ -287,4 +284,12 @@ func (r *rawResponse) bytes() []byte {
 	var out bytes.Buffer
 	_ = resp.Write(&out) // to memory
 	return out.Bytes()
+}
+
+// isStatus401 reports whether line is the status line of a 401: "HTTP/1.x 401 ..."
+// (RFC 9112 section 4, https://www.rfc-editor.org/rfc/rfc9112#section-4).
+func isStatus401(line []byte) bool {
+	const p = "HTTP/1.x 401"
+	return len(line) >= len(p) && bytes.HasPrefix(line, []byte("HTTP/1.")) && string(line[8:len(p)]) == " 401" &&
+		(len(line) == len(p) || line[len(p)] == ' ' || line[len(p)] == '\r')
 }

@@ -94,8 +94,8 @@ func TestKubeAPIServerRefusingTheProxysCredentialsIs503NamingThem(t *testing.T) 
 			!strings.Contains(st.Message, "credentials of octogate's proxy") || !strings.Contains(st.Message, "not yours") {
 			t.Errorf("got %d %+v", resp.StatusCode, st)
 		}
-		if resp.Header.Get("Retry-After") == "" {
-			t.Error("no Retry-After")
+		if resp.Header.Get("Retry-After") != "" {
+			t.Error("a Retry-After: kubectl would retry each request for as long as an administrator takes")
 		}
 		if err := p.Ready(); err == nil || !strings.Contains(err.Error(), "refuses the proxy's credentials") {
 			t.Errorf("Ready = %v, want not ready naming the credentials", err)
@@ -204,5 +204,22 @@ func TestAPlainRequestsOwn401IsConfirmedAnd503(t *testing.T) {
 	}
 	if n := up.refused.Load(); n != 2 {
 		t.Errorf("kube-apiserver saw %d requests, want the request and the check", n)
+	}
+}
+
+func TestIsStatus401(t *testing.T) {
+	for line, want := range map[string]bool{
+		"HTTP/1.1 401 Unauthorized\r": true,
+		"HTTP/1.0 401\r":              true,
+		"HTTP/1.1 401":                true,
+		"HTTP/1.1 403 x 401 y\r":      false,
+		"HTTP/1.1 4010\r":             false,
+		"HTTP/2 401\r":                false,
+		"HTTP/1.1 101 Switching":      false,
+		"":                            false,
+	} {
+		if got := isStatus401([]byte(line)); got != want {
+			t.Errorf("%q: %v, want %v", line, got, want)
+		}
 	}
 }
