@@ -36,7 +36,6 @@ type Credentials interface {
 	Refused()
 }
 
-
 // Checks of the proxy's credentials: Ready's answer is reused for readyCacheFor; a 401 to a
 // forwarded request is confirmed by a check begun after it was sent, but never more often
 // than once per confirmSpacing (a backend behind services/proxy may answer 401 as often as a
