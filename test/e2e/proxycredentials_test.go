@@ -83,7 +83,7 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 		var code int
 		code, body = get()
 		if code == http.StatusUnauthorized {
-			t.Errorf("alice got kube-apiserver's 401 for the proxy's credentials: %s", body)
+			t.Fatalf("alice got kube-apiserver's 401 for the proxy's credentials: %s", body)
 		}
 		return code == http.StatusServiceUnavailable
 	})
