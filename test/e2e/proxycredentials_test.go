@@ -47,8 +47,8 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	// waitFor polls until cond holds, for at most 60 s, and returns how long that took.
-	waitFor := func(what string, cond func() bool) time.Duration {
+	// until polls until cond holds, for at most 60 s, and returns how long that took.
+	until := func(what string, cond func() bool) time.Duration {
 		t.Helper()
 		start := time.Now()
 		for !cond() {
@@ -79,7 +79,7 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 	}
 	deleted := time.Now()
 	var body string
-	took := waitFor("a 503 naming the proxy's credentials", func() bool {
+	took := until("a 503 naming the proxy's credentials", func() bool {
 		var code int
 		code, body = get()
 		if code == http.StatusUnauthorized {
@@ -99,7 +99,7 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 		t.Errorf("kubectl while the proxy's credentials are refused:\n%s", res)
 	}
 	t.Logf("MEASURED: kubectl shows the proxy's 503 after %s", time.Since(start).Round(time.Millisecond))
-	waitFor("/readyz not ready", func() bool { return ready() != http.StatusOK })
+	until("/readyz not ready", func() bool { return ready() != http.StatusOK })
 
 	resp, err := p.client.Get(p.m.Octogate.URL() + "/metrics")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 		return strings.Count(string(log), "kube-apiserver refuses the proxy's own credentials")
 	}
 	// octogate's log reaches its file within 100 ms (newLogger's buffer).
-	waitFor("octogate's log says kube-apiserver refuses the proxy's credentials", func() bool { return refusals() > 0 })
+	until("octogate's log says kube-apiserver refuses the proxy's credentials", func() bool { return refusals() > 0 })
 	if n := refusals(); n != 1 {
 		t.Errorf("octogate's log has %d lines of the refusal, want 1 (the change, not every request)", n)
 	}
@@ -125,10 +125,10 @@ func TestProxyWhenKubeAPIServerRefusesItsCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := time.Now()
-	waitFor("alice through the proxy again", func() bool { code, _ := get(); return code == http.StatusOK })
+	until("alice through the proxy again", func() bool { code, _ := get(); return code == http.StatusOK })
 	t.Logf("MEASURED: ServiceAccount created again -> alice answered 200: %s (%s after the deletion)", time.Since(restored).Round(time.Millisecond), time.Since(deleted).Round(time.Second))
-	waitFor("/readyz ready again", func() bool { return ready() == http.StatusOK })
-	waitFor("octogate's log says the credentials work again", func() bool {
+	until("/readyz ready again", func() bool { return ready() == http.StatusOK })
+	until("octogate's log says the credentials work again", func() bool {
 		log, _ := os.ReadFile(logPath)
 		return strings.Contains(string(log), "kube-apiserver accepts the proxy's credentials again")
 	})
