@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilproxy "k8s.io/apimachinery/pkg/util/proxy"
@@ -28,9 +29,18 @@ type forwarder struct {
 	headers   http.RoundTripper
 	log       *slog.Logger
 	responder *errorResponder
+	// creds are the proxy's credentials when it obtains them (nil: fixed ones); credentials
+	// names them in answers and logs.
+	creds       Credentials
+	credentials string
+	// ready checks the credentials (newReadiness sets it).
+	ready *readiness
+	// credentialsRefused counts requests answered 503 because kube-apiserver refuses the
+	// credentials.
+	credentialsRefused prometheus.Counter
 }
 
-func newForwarder(cfg *rest.Config, log *slog.Logger) (*forwarder, error) {
+func newForwarder(cfg *rest.Config, creds Credentials, log *slog.Logger, m *metrics) (*forwarder, error) {
 	if cfg.Host == "" {
 		return nil, errors.New("proxy: Upstream.Host is empty")
 	}
@@ -56,13 +66,25 @@ func newForwarder(cfg *rest.Config, log *slog.Logger) (*forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: Upstream transport: %w", err)
 	}
-	return &forwarder{location: loc, rt: rt, headers: headers, log: log, responder: &errorResponder{log: log}}, nil
+	f := &forwarder{location: loc, rt: rt, headers: headers, log: log, creds: creds, credentials: "its configured credentials", credentialsRefused: m.credentialsRefused}
+	if creds != nil {
+		f.credentials = creds.String()
+	}
+	f.responder = &errorResponder{f: f}
+	return f, nil
 }
 
-// serve forwards r as u. The client's Authorization and Impersonate-* headers never reach
-// kube-apiserver: the first is replaced by the proxy's credentials, the second refused before.
+// serve forwards r as u. What of the client's headers could speak for someone upstream never
+// reaches kube-apiserver (upstreamHeader): Authorization is replaced by the proxy's
+// credentials, Impersonate-* was refused before. While kube-apiserver refuses the proxy's
+// credentials, r is answered 503 (answerCredentialsRefused) without being forwarded.
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo) {
-	r.Header.Del("Authorization")
+	if f.ready.refusedNow() {
+		f.answerCredentialsRefused(w, r)
+		return
+	}
+	upgrade := isUpgrade(r)
+	upstreamHeader(r.Header, upgrade)
 	as := transport.ImpersonationConfig{UserName: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 	// The location is the request's own path and query under kube-apiserver's base URL: the
 	// upgrade-aware handler answers a GET of an empty location path with a redirect to "/"
@@ -76,66 +98,39 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, u *user.Defaul
 		loc.RawPath = ""
 	}
 	loc.RawQuery = r.URL.RawQuery
-	h := utilproxy.NewUpgradeAwareHandler(&loc, transport.NewImpersonatingRoundTripper(as, f.rt), false, false, f.responder)
+	h := utilproxy.NewUpgradeAwareHandler(&loc, refusalDetector{transport.NewImpersonatingRoundTripper(as, f.rt), f.ready}, false, false, f.responder)
 	h.UseLocationHost = true
 	// Watch events and followed logs are passed on as they come.
 	h.FlushInterval = -1
 	// Upgrades (exec, attach, port-forward: SPDY or websockets) dial with the transport's TLS
 	// settings and carry the headers the credential and impersonation round trippers set.
 	h.UpgradeTransport = utilproxy.NewUpgradeRequestRoundTripper(f.rt, transport.NewImpersonatingRoundTripper(as, f.headers))
+	if upgrade {
+		w = upgradeWriter{ResponseWriter: w, f: f, r: r, sent: time.Now()}
+	}
 	h.ServeHTTP(w, r)
 }
 
 // errorResponder answers a failure to reach kube-apiserver: 503 without the failure's detail
-// (socket addresses stay in the log).
-type errorResponder struct{ log *slog.Logger }
+// (socket addresses stay in the log), or answerCredentialsRefused's when kube-apiserver
+// refuses the proxy's credentials or they cannot be obtained.
+type errorResponder struct{ f *forwarder }
 
 func (e *errorResponder) Error(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		return // the client went away
+	case errors.Is(err, errCredentialsRefused):
+		e.f.answerCredentialsRefused(w, r)
+		return
+	case errors.Is(err, errNoCredentials):
+		// The TokenRequest failed; the check confirms (and logs) it once.
+		e.f.ready.confirm(time.Now())
+		e.f.answerCredentialsRefused(w, r)
+		return
 	}
-	e.log.LogAttrs(r.Context(), slog.LevelWarn, "kube-apiserver unreachable", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	e.f.log.LogAttrs(r.Context(), slog.LevelWarn, "kube-apiserver unreachable", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	w.Header().Set("Retry-After", "1")
 	status := apierrors.NewServiceUnavailable("octogate's proxy cannot reach the cluster's API server; retry")
 	writeStatus(w, status)
-}
-
-// readiness remembers kube-apiserver's last /readyz answer to the proxy, for a second.
-type readiness struct {
-	f *forwarder
-
-	mu      sync.Mutex
-	checked time.Time
-	err     error
-}
-
-func newReadiness(f *forwarder) *readiness { return &readiness{f: f} }
-
-func (r *readiness) check() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.checked) < time.Second {
-		return r.err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	u := *r.f.location
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/readyz"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err == nil {
-		var resp *http.Response
-		resp, err = r.f.rt.RoundTrip(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("kube-apiserver /readyz answered %d to the proxy's credentials", resp.StatusCode)
-			}
-		}
-	}
-	if err != nil && !strings.HasPrefix(err.Error(), "kube-apiserver") {
-		r.f.log.Warn("kube-apiserver not reachable for the proxy", "error", err.Error())
-		err = errors.New("kube-apiserver not reachable")
-	}
-	r.checked, r.err = time.Now(), err
-	return err
 }

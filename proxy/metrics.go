@@ -16,6 +16,9 @@ type metrics struct {
 	// unavailable, impersonation, throttled, bad_request, second_check: a check inside the
 	// request that could not be evaluated) and reason code.
 	refused *prometheus.CounterVec
+	// credentialsRefused counts requests answered 503 because kube-apiserver refuses the
+	// proxy's own credentials.
+	credentialsRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -28,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "octogate_proxy_refused_total",
 			Help: "Requests the proxy refused before deciding, by result (unauthenticated, unavailable, impersonation, throttled, bad_request) and reason code.",
 		}, []string{"result", "reason"}),
+		credentialsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "octogate_proxy_upstream_credentials_refused_total",
+			Help: "Requests answered 503 because kube-apiserver refuses the proxy's own credentials (401 to its ServiceAccount's token, or no token could be obtained).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -37,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("proxy: Registerer: %w", err)
 	}
 	if m.refused, err = promreg.Register(reg, m.refused); err != nil {
+		return nil, fmt.Errorf("proxy: Registerer: %w", err)
+	}
+	if m.credentialsRefused, err = promreg.Register(reg, m.credentialsRefused); err != nil {
 		return nil, fmt.Errorf("proxy: Registerer: %w", err)
 	}
 	return m, nil

@@ -42,6 +42,10 @@ type Config struct {
 	// Upstream is kube-apiserver as the proxy's own identity (the ServiceAccount whose RBAC
 	// allows impersonation): its Host, TLS settings and credentials. Required.
 	Upstream *rest.Config
+	// UpstreamCredentials, when the proxy obtains Upstream's credentials itself
+	// (ServiceAccountTokens), names them when kube-apiserver refuses them and gets new ones
+	// then. Nil: Upstream's credentials are fixed.
+	UpstreamCredentials Credentials
 	// Authenticator and Authorizer are the decisions the webhooks answer with. Required.
 	Authenticator Authenticator
 	Authorizer    Authorizer
@@ -82,11 +86,11 @@ func New(cfg Config) (*Proxy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "proxy")
-	f, err := newForwarder(cfg.Upstream, log)
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Registerer)
+	f, err := newForwarder(cfg.Upstream, cfg.UpstreamCredentials, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +115,8 @@ func New(cfg Config) (*Proxy, error) {
 }
 
 // Ready reports whether kube-apiserver answers its /readyz to the proxy's credentials (the
-// last check of at most a second ago): the proxy's readiness check.
+// last check of at most a second ago): the proxy's readiness check. While kube-apiserver
+// refuses the proxy's own credentials (401), the proxy is not ready.
 func (p *Proxy) Ready() error { return p.readiness.check() }
 
 // ServeHTTP authenticates, decides and forwards one request (see the package comment).
@@ -194,9 +199,16 @@ func (p *Proxy) refuse(w http.ResponseWriter, result, reason string, err *apierr
 }
 
 // bearerToken is the token of an "Authorization: Bearer TOKEN" header (the scheme's case
-// ignored, RFC 6750 §2.1).
+// ignored, RFC 6750 §2.1) or, on a WebSocket upgrade without Authorization, of a bearer token
+// subprotocol (websocketBearerToken), as kube-apiserver accepts from browsers. Unlike
+// kube-apiserver, which tries the subprotocol when the header's token is refused, the header
+// decides when there is one: a token is looked up once.
 func bearerToken(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
+	if h == "" {
+		token, ok, err := websocketBearerToken(r)
+		return token, ok && err == nil
+	}
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
@@ -205,11 +217,12 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// impersonationHeader is the first Impersonate-* header of h, "" when there is none
+// impersonationHeader is the first Impersonate-* header of h (in any case, and spelled
+// Impersonate_* too, which an intermediary may read as the same), "" when there is none
 // (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#user-impersonation).
 func impersonationHeader(h http.Header) string {
 	for k := range h {
-		if len(k) >= len("Impersonate-") && strings.EqualFold(k[:len("Impersonate-")], "Impersonate-") {
+		if hasHeaderPrefix(k, "Impersonate-") {
 			return k
 		}
 	}

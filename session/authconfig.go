@@ -88,7 +88,8 @@ var ExtraKeys = []string{
 // NewAuthenticationConfiguration is the AuthenticationConfiguration with which kube-apiserver
 // itself accepts issuer's sessions for audience, with no webhook on the path: the identity
 // claims map one to one (username, groups with prefix ""; uid; every ExtraKeys key from the
-// extra claim), sub must be the uid, and no username or group may start with "system:".
+// extra claim), sub must be the uid, no username or group may start with "system:" and no
+// group with "octogate:" (tokenreview.ProxyPrefix).
 // discoveryURL, when set, is where kube-apiserver fetches discovery instead of the issuer URL
 // (an in-cluster Service); caPEM verifies the issuer's serving certificate. Revocation then
 // reaches a cluster only at the session's exp (OCTOGATE_SESSION_TTL).
@@ -139,6 +140,7 @@ func NewAuthenticationConfiguration(issuer, audience, discoveryURL string, caPEM
 			UserValidationRules: []UserValidationRule{
 				{Expression: `!user.username.startsWith('system:')`, Message: "username cannot use the reserved system: prefix"},
 				{Expression: `user.groups.all(group, !group.startsWith('system:'))`, Message: "groups cannot use the reserved system: prefix"},
+				{Expression: `user.groups.all(group, !group.startsWith('octogate:'))`, Message: "groups cannot use the octogate: prefix only octogate's proxy asserts"},
 			},
 		}},
 	}, nil

@@ -49,11 +49,12 @@ const (
 )
 
 // mint is the claims of a session for id, for audience, issued at now for ttl. It refuses
-// (tokenreview.ReasonReservedName) an identity whose username or groups start with "system:":
-// /authenticate never answers one, and a session must not carry one either.
+// (tokenreview.ReasonReservedName) an identity whose username or groups start with "system:",
+// or whose groups start with "octogate:" (reservedName): /authenticate never answers one, and
+// a session must not carry one either.
 func mint(issuer, audience string, id tokenreview.Identity, now time.Time, ttl time.Duration) (Claims, error) {
-	if name := reservedName(id); name != "" {
-		return Claims{}, refuse(tokenreview.ReasonReservedName, "the identity would be %q, in the %q namespace Kubernetes reserves", clip(name), tokenreview.SystemPrefix)
+	if name, owner := reservedName(id); name != "" {
+		return Claims{}, refuse(tokenreview.ReasonReservedName, "the identity would be %q, a name %s reserves", clip(name), owner)
 	}
 	if id.Username == "" || id.UID == "" {
 		return Claims{}, refuse(tokenreview.ReasonBadSession, "the subject token's identity has no username or uid")
@@ -91,17 +92,25 @@ func (k *Keys) sign(c Claims) (string, error) {
 	return tok, nil
 }
 
-// reservedName is the first of id's username and groups that starts with "system:", or "".
-func reservedName(id tokenreview.Identity) string {
+// reservedName is the first of id's names no session may carry, and who reserves it, or "":
+// a username or group starting with "system:" (Kubernetes: system:masters is cluster-admin,
+// https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-subjects), or a
+// group starting with "octogate:" (tokenreview.ProxyPrefix: only octogate's proxy asserts
+// those, and RBAC grants them what a policy rule allows).
+func reservedName(id tokenreview.Identity) (name, owner string) {
+	const kubernetes, proxy = "Kubernetes", "octogate's proxy"
 	if strings.HasPrefix(id.Username, tokenreview.SystemPrefix) {
-		return id.Username
+		return id.Username, kubernetes
 	}
 	for _, g := range id.Groups {
-		if strings.HasPrefix(g, tokenreview.SystemPrefix) {
-			return g
+		switch {
+		case strings.HasPrefix(g, tokenreview.SystemPrefix):
+			return g, kubernetes
+		case strings.HasPrefix(g, tokenreview.ProxyPrefix):
+			return g, proxy
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // clip shortens a string quoted from a token for a message.

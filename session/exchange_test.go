@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,10 @@ func TestExchangeRefusals(t *testing.T) {
 	unavailableErr := &Error{Reason: tokenreview.ReasonGitHubUnavailable, Msg: "GitHub answered 502", kind: tokenreview.ErrUnavailable}
 	sys := alice
 	sys.Username = "system:admin"
+	proxyGroup := alice
+	proxyGroup.Groups = append(slices.Clip(alice.Groups), "octogate:rule:platform-admins")
+	sysGroup := alice
+	sysGroup.Groups = []string{"system:masters"}
 	for _, tc := range []struct {
 		name     string
 		req      Request
@@ -108,11 +113,15 @@ func TestExchangeRefusals(t *testing.T) {
 		{"a session is not exchanged as a GitHub token", exchangeReq("eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJ4In0.c2ln", TokenTypeAccessToken, clusterA), ErrInvalidRequest, "subject_token is a JWT", false},
 		{"a GitHub token is not an Actions token", exchangeReq("gho_alice", TokenTypeJWT, clusterA), ErrInvalidRequest, "subject_token is not a JWT", false},
 		{"a system: name is never minted", exchangeReq("gho_system", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
+		{"a system: group is never minted", exchangeReq("gho_sysgroup", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
+		{"a group only the proxy asserts is never minted", exchangeReq("gho_proxygroup", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newIssuerEnv(t)
 			e.github.errs["gho_down"] = unavailableErr
 			e.github.ids["gho_system"] = sys
+			e.github.ids["gho_sysgroup"] = sysGroup
+			e.github.ids["gho_proxygroup"] = proxyGroup
 			_, _, oerr := e.x.Exchange(context.Background(), tc.req)
 			if oerr == nil {
 				t.Fatal("exchanged")

@@ -280,8 +280,8 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 	if id.Groups == nil {
 		id.Groups = []string{}
 	}
-	if name := reservedName(id); name != "" {
-		return verified{}, refuse(tokenreview.ReasonBadSession, "the session names %q, in the %q namespace Kubernetes reserves", clip(name), tokenreview.SystemPrefix)
+	if name, owner := reservedName(id); name != "" {
+		return verified{}, refuse(tokenreview.ReasonBadSession, "the session names %q, a name %s reserves", clip(name), owner)
 	}
 	if v.revoked(id.UID, iat) {
 		return verified{}, revokedError(id.Username, iat)

@@ -202,6 +202,12 @@ func TestVerifierRefusals(t *testing.T) {
 		{"a system: group", func(e *verifierEnv) string {
 			return signMap(t, e.keys, with(e, "groups", []string{"system:masters"}))
 		}, tokenreview.ReasonBadSession, tokenreview.ResultRefused},
+		{"a group only the proxy asserts (octogate:rule:NAME)", func(e *verifierEnv) string {
+			return signMap(t, e.keys, with(e, "groups", []string{"github:acme", "octogate:rule:platform-admins"}))
+		}, tokenreview.ReasonBadSession, tokenreview.ResultRefused},
+		{"the owner group only the proxy asserts", func(e *verifierEnv) string {
+			return signMap(t, e.keys, with(e, "groups", []string{"octogate:owner"}))
+		}, tokenreview.ReasonBadSession, tokenreview.ResultRefused},
 		{"revoked after it was issued", func(e *verifierEnv) string {
 			tok := e.session(t, clusterA)
 			e.clock.advance(time.Second)

@@ -105,6 +105,13 @@ const (
 // GitHub account whose username or groups would still start with it is refused.
 const SystemPrefix = "system:"
 
+// ProxyPrefix starts the groups only octogate's impersonating proxy asserts
+// (subjectaccessreview.ProxyGroupPrefix: octogate:owner, octogate:rule:NAME), which RBAC
+// bindings grant what a policy rule allows. No identity octogate answers or mints carries a
+// group starting with it: a UsernamePrefix starting with it is a configuration error, and a
+// session claiming such a group is refused.
+const ProxyPrefix = "octogate:"
+
 // Username formats (OCTOGATE_USERNAME_FORMAT). GitHub frees a login when its account is
 // renamed or deleted, and anyone may then register it
 // (https://docs.github.com/account-and-profile/setting-up-and-managing-your-personal-account-on-github/managing-personal-account-settings/changing-your-github-username);
@@ -240,6 +247,9 @@ func newRules(cfg Config) (identityRules, error) {
 	}
 	if strings.HasPrefix(r.prefix, SystemPrefix) {
 		return r, fmt.Errorf("tokenreview: UsernamePrefix %q: must not start with %q, which Kubernetes reserves for its own users and groups (system:masters is cluster-admin)", r.prefix, SystemPrefix)
+	}
+	if strings.HasPrefix(r.prefix, ProxyPrefix) {
+		return r, fmt.Errorf("tokenreview: UsernamePrefix %q: must not start with %q, which starts the groups only octogate's proxy asserts (an org named owner would be octogate:owner)", r.prefix, ProxyPrefix)
 	}
 	orgs, err := githuborgs.Parse(cfg.Orgs)
 	if err != nil {

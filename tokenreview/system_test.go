@@ -33,6 +33,20 @@ func TestUsernamePrefixInTheSystemNamespaceIsRefused(t *testing.T) {
 	}
 }
 
+// A prefix starting with "octogate:" would turn the members of an allowed org named "owner"
+// into group octogate:owner, which only the proxy asserts: New refuses it.
+func TestUsernamePrefixOfTheProxysGroupsIsRefused(t *testing.T) {
+	for _, prefix := range []string{"octogate:", "octogate:rule:"} {
+		_, err := New(Config{Orgs: []string{"owner"}, UsernamePrefix: prefix})
+		if err == nil || !strings.Contains(err.Error(), "UsernamePrefix") || !strings.Contains(err.Error(), `"octogate:"`) {
+			t.Errorf("New with UsernamePrefix %q: err = %v, want one naming UsernamePrefix and octogate:", prefix, err)
+		}
+	}
+	if _, err := New(Config{Orgs: []string{"owner"}, UsernamePrefix: "octogate-"}); err != nil {
+		t.Errorf("UsernamePrefix octogate-: %v", err)
+	}
+}
+
 // Whatever the prefix, an account whose username or groups would start with "system:" is
 // refused: without a prefix, the login "system" and the login:id format spell "system:1001".
 func TestIdentityInTheSystemNamespaceIsRefused(t *testing.T) {

@@ -425,18 +425,21 @@ func newProxy(cfg serveConfig, mgr manager.Manager, authn *tokenreview.Handler, 
 		return nil, errors.New("OCTOGATE_PROXY_LISTEN needs the controller's Kubernetes API (OCTOGATE_CONTROLLER=true)")
 	}
 	upstream := rest.CopyConfig(mgr.GetConfig())
+	var creds proxy.Credentials
 	if cfg.ProxyServiceAccount != "" {
 		ns, name, _ := strings.Cut(cfg.ProxyServiceAccount, "/")
 		client, err := kubernetes.NewForConfig(mgr.GetConfig())
 		if err != nil {
 			return nil, fmt.Errorf("OCTOGATE_PROXY_SERVICE_ACCOUNT: %w", err)
 		}
-		upstream = proxy.UpstreamConfig(upstream, proxy.ServiceAccountTokens(client, ns, name))
+		tokens := proxy.ServiceAccountTokens(client, ns, name)
+		upstream, creds = proxy.UpstreamConfig(upstream, tokens), tokens
 	}
 	p, err := proxy.New(proxy.Config{
-		Upstream:      upstream,
-		Authenticator: authn,
-		Authorizer:    authz,
+		Upstream:            upstream,
+		UpstreamCredentials: creds,
+		Authenticator:       authn,
+		Authorizer:          authz,
 		Limits: proxy.Limits{
 			MaxInflight:        cfg.ProxyMaxInflight,
 			MaxInflightPerUser: cfg.ProxyMaxInflightPerUser,

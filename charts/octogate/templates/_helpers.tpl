@@ -309,6 +309,8 @@ jwt:
         message: "username cannot use the reserved system: prefix"
       - expression: "user.groups.all(group, !group.startsWith('system:'))"
         message: "groups cannot use the reserved system: prefix"
+      - expression: "user.groups.all(group, !group.startsWith('octogate:'))"
+        message: "groups cannot use the octogate: prefix only octogate's proxy asserts"
 {{- end }}
 
 {{/* Can the AuthenticationConfiguration be rendered without the serving CA (with cert-manager,
