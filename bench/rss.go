@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/ghtoken"
 )
 
 // rssTargetMiB is the bound on resident memory with 10,000 cached identities.
@@ -39,7 +40,7 @@ func measureRSS(ctx context.Context, e *env, o options) []string {
 	e.gh.SetDelay(0)
 	tokens := make([]string, o.rssIdentities)
 	for i := range tokens {
-		tokens[i] = fmt.Sprintf("gho_rss_%06d", i)
+		tokens[i] = ghtoken.Mint(fmt.Sprintf("gho_rss_%06d", i))
 		e.gh.AddUser(githubUser(fmt.Sprintf("rss-user-%06d", i), tokens[i], 3))
 	}
 

@@ -62,13 +62,13 @@ func (g *gitHub) client(token string) *github.Client {
 
 // Lookup asks GitHub who owns token and applies the org and naming rules. A token GitHub
 // would not answer for a user (a byte GitHub tokens never contain, a JWT, an installation or
-// refresh token) or of a type the rules refuse is refused without asking GitHub.
+// refresh token), of a type the rules refuse, or with a wrong checksum is refused without asking
+// GitHub.
 func (g *gitHub) Lookup(ctx context.Context, token string) (Identity, error) {
-	typ := TokenType(token)
-	if err := g.rules.offlineRefusal(typ); err != nil {
+	if err := g.offlineRefusal(token); err != nil {
 		return Identity{}, err
 	}
-	u, err := g.fetch(ctx, token, typ)
+	u, err := g.fetch(ctx, token, TokenType(token))
 	if err != nil {
 		return Identity{}, err
 	}
