@@ -228,6 +228,7 @@ func postForm(h http.Handler, body string) *httptest.ResponseRecorder {
 func TestTokenHandlerWireFormat(t *testing.T) {
 	e := newIssuerEnv(t)
 	e.github.errs["gho_down0WvLdz"] = &Error{Reason: tokenreview.ReasonGitHubUnavailable, Msg: "GitHub did not answer", kind: tokenreview.ErrUnavailable}
+	e.github.errs["gho_flood1MfFDb"] = &tokenreview.ThrottledError{RetryAfter: 2500 * time.Millisecond, Client: true}
 	h := NewTokenHandler(e.x)
 	ex := func(tok, aud string) string {
 		return form("grant_type", GrantTypeTokenExchange, "subject_token", tok, "subject_token_type", TokenTypeAccessToken, "audience", aud)
@@ -243,6 +244,7 @@ func TestTokenHandlerWireFormat(t *testing.T) {
 		{"exchange-invalid-request.json", form("grant_type", GrantTypeTokenExchange), 400, ""},
 		{"exchange-unsupported-grant-type.json", form("grant_type", "password"), 400, ""},
 		{"exchange-unavailable.json", ex("gho_down0WvLdz", clusterA), 503, "1"},
+		{"exchange-throttled.json", ex("gho_flood1MfFDb", clusterA), 429, "3"},
 		{"exchange-too-large.json", strings.Repeat("a", MaxRequestBytes+1), 413, ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
