@@ -195,7 +195,7 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 		}
 		// As hot-routes.sh runs it: no client CA (hey presents no certificate), the default
 		// text log.
-		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LOG_FORMAT=text"}
+		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true", "OCTOGATE_LOG_FORMAT=text"}
 	}
 	bare, err := startBare(ctx, e.dir, useHey)
 	if err != nil {

@@ -347,6 +347,8 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 		GitHubCAFile: e.ghCAFile,
 		Orgs:         []string{org},
 		JWTLookup:    e.actions.cached,
+		// New tokens as fast as the load generator sends them: the flood bound is not measured.
+		NewTokenRate: 1e6,
 		Logger:       logger,
 		Registerer:   e.registry,
 	})
