@@ -45,12 +45,12 @@ type ThrottledError struct {
 }
 
 func (e *ThrottledError) Error() string {
-	who := "this octogate's doors"
+	who := "at this door"
 	if e.Client {
-		who = "your address"
+		who = "from your address"
 	}
-	return "[" + ReasonThrottled + "] too many new tokens from " + who + " in a short time: octogate did not ask GitHub about this one; retry in " +
-		e.RetryAfter.Round(time.Second).String()
+	return "[" + ReasonThrottled + "] too many tokens octogate has not seen before " + who + " in a short time: octogate did not ask GitHub about this one; retry in " +
+		max(time.Second, e.RetryAfter.Round(time.Second)).String()
 }
 
 // Is reports that a throttled review is ErrUnavailable.

@@ -53,3 +53,23 @@ func TestCRCIsIEEE(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValid: Valid never panics, a minted token is valid, and changing its last character
+// makes it invalid.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{"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", "gho_", "gho_x", "ghs_1_a.b.c", "github_pat_x", "", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		Valid(s)
+		p := Prefix("gho_" + s)
+		tok := Mint(p + s)
+		if !Valid(tok) {
+			t.Fatalf("Mint(%q) = %q is not valid", p+s, tok)
+		}
+		last := tok[len(tok)-1]
+		if Valid(tok[:len(tok)-1] + string(last^1)) {
+			t.Fatalf("%q with its last character changed is valid", tok)
+		}
+	})
+}
