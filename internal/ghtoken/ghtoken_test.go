@@ -62,10 +62,12 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		Valid(s)
-		p := Prefix("gho_" + s)
-		tok := Mint(p + s)
+		if s == "" {
+			return // a token needs a body before its checksum
+		}
+		tok := Mint("gho_" + s)
 		if !Valid(tok) {
-			t.Fatalf("Mint(%q) = %q is not valid", p+s, tok)
+			t.Fatalf("Mint(%q) = %q is not valid", "gho_"+s, tok)
 		}
 		last := tok[len(tok)-1]
 		if Valid(tok[:len(tok)-1] + string(last^1)) {
