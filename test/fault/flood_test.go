@@ -30,7 +30,7 @@ func randomToken() string { return "gho_" + rand.Text()[:26] + rand.Text()[:10] 
 // reaches a door can: random tokens at the token exchange and at /authenticate, then 48
 // clients (distinct addresses, named by a trusted proxy's X-Forwarded-For) sending tokens with
 // valid checksums to the exchange while GitHub takes 500 ms to answer, with a token cache of
-// 100 identities. It states, and logs, the figures: GitHub calls per 1,000 unknown tokens, a
+// 100 identities, then 16 connections send such tokens to /authenticate. It states, and logs, the figures: GitHub calls per 1,000 unknown tokens, a
 // known user's review latency without and during the flood, and kube-apiserver's reviews of
 // new (valid) tokens during the flood. Bounds are counts, or generous ratios of medians taken
 // on the same machine.
@@ -214,6 +214,50 @@ func TestUnknownTokenFlood(t *testing.T) {
 	}
 	if newOK != 10 {
 		t.Errorf("kube-apiserver's reviews of new valid tokens during the flood: %d of 10 authenticated: %v", newOK, newErrors)
+	}
+
+	// 3. The same tokens through kube-apiserver's door, /authenticate, which sees no client
+	// addresses: only the door's rate bounds what GitHub is asked, now answering at once.
+	gh.SetDelay(0)
+	calls, aliceCalls = githubCalls(gh), gh.TokenCalls(aliceToken)
+	sent.Store(0)
+	reviews := map[string]int{}
+	authStart := time.Now()
+	for w := range 16 {
+		wg.Go(func() {
+			client := o.newClient(true)
+			defer client.CloseIdleConnections()
+			for i := 0; time.Since(authStart) < 4*time.Second; i++ {
+				a, err := o.review(client, ghtoken.Mint(fmt.Sprintf("gho_review_%02d_%06d", w, i)))
+				sent.Add(1)
+				key := fmt.Sprint(a.code)
+				if err != nil {
+					key = "error"
+				} else if reason, _, ok := strings.Cut(strings.TrimPrefix(a.Status.Error, "["), "]"); ok {
+					key += " " + reason
+				}
+				mu.Lock()
+				reviews[key]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	took = time.Since(authStart)
+	authCalls := githubCalls(gh) - calls
+	reviewTokens := int(sent.Load())
+	authBound := float64(5*newRate) + newRate*took.Seconds()
+	t.Logf("flood at /authenticate: %d unknown tokens in %v: %v by answer; %d GitHub calls (%.0f/s), i.e. %.1f per 1,000 (bound: %d x %.0f lookups)",
+		reviewTokens, took.Round(time.Millisecond), reviews, authCalls, float64(authCalls)/took.Seconds(),
+		1000*float64(authCalls)/float64(reviewTokens), callsPerLook, authBound)
+	if float64(authCalls) > callsPerLook*authBound {
+		t.Errorf("%d GitHub calls for /authenticate's flood, above %d x %.0f lookups", authCalls, callsPerLook, authBound)
+	}
+	if n := gh.TokenCalls(aliceToken) - aliceCalls; n != 0 {
+		t.Errorf("alice's token was looked up %d times during /authenticate's flood: her identity left the cache", n)
+	}
+	if a, err := o.review(o.client, aliceToken); err != nil || !a.Status.Authenticated {
+		t.Errorf("alice after the floods: %v %v", a, err)
 	}
 }
 
