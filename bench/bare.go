@@ -195,7 +195,7 @@ func versusBare(ctx context.Context, e *env, o options) bareReport {
 		}
 		// As hot-routes.sh runs it: no client CA (hey presents no certificate), the default
 		// text log.
-		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LOG_FORMAT=text"}
+		heyEnv = []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true", "OCTOGATE_LOG_FORMAT=text"}
 	}
 	bare, err := startBare(ctx, e.dir, useHey)
 	if err != nil {
@@ -367,7 +367,7 @@ func bareWorkloads(e *env, o options, serve, bare *serveProcess) (map[string]wor
 	}.Claims())
 	exchange := url.Values{
 		"grant_type":         {session.GrantTypeTokenExchange},
-		"subject_token":      {"gho_cached_octocat"},
+		"subject_token":      {"gho_cached_octocat00SlZl"},
 		"subject_token_type": {session.TokenTypeAccessToken},
 		"audience":           {benchCluster},
 	}
@@ -376,7 +376,7 @@ func bareWorkloads(e *env, o options, serve, bare *serveProcess) (map[string]wor
 		"bare": {addr: bare.addr, tls: e.clientTLS, next: func() []byte { return bareReq }, expect: []byte(`"allowed":true`), cpu: func() time.Duration { return pidCPU(bare.pid) },
 			hey: &heyRequest{path: "/authorize", contentType: "application/json", body: subjectAccessReview(policyRules)}},
 		routeAuthorize:     fixed("/authorize", "application/json", subjectAccessReview(policyRules), `"reason":"octogate: rule `+policyfixture.DecidingRule(policyRules)+`"`),
-		routeAuthnCached:   fixed("/authenticate", "application/json", tokenReview("gho_cached_octocat"), `"username":"github:octocat:`),
+		routeAuthnCached:   fixed("/authenticate", "application/json", tokenReview("gho_cached_octocat00SlZl"), `"username":"github:octocat:`),
 		routeActionsCached: fixed("/authenticate", "application/json", tokenReview(actionsToken), `"username":"github-actions:repo:`+org+`/deploy:environment:production"`),
 		routeExchange:      fixed(tokenPath, session.FormMediaType, []byte(exchange.Encode()), `"access_token":"`),
 		routeMutate:        fixed("/mutate/namespaces", "application/json", namespaceCreate(), `"patchType":"JSONPatch"`),

@@ -30,6 +30,7 @@ import (
 
 	"github.com/octogate/octogate/admission"
 	"github.com/octogate/octogate/certs"
+	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/internal/githubapi"
 	"github.com/octogate/octogate/internal/policyfixture"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -346,6 +347,8 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 		GitHubCAFile: e.ghCAFile,
 		Orgs:         []string{org},
 		JWTLookup:    e.actions.cached,
+		// New tokens as fast as the load generator sends them: the flood bound is not measured.
+		NewTokenRate: 1e6,
 		Logger:       logger,
 		Registerer:   e.registry,
 	})
@@ -441,7 +444,7 @@ type uncachedTokens struct {
 
 func (u *uncachedTokens) next() string {
 	i := u.n.Add(1)
-	tok := fmt.Sprintf("gho_uncached_%012d", i)
+	tok := ghtoken.Mint(fmt.Sprintf("gho_uncached_%012d", i))
 	if err := u.gh.AddToken(u.users[int(i)%len(u.users)], tok); err != nil {
 		panic(err)
 	}
@@ -486,11 +489,11 @@ const callSet = 3
 func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) {
 	addr := e.server.Addr().String()
 	// The cached token's user, and the users new tokens belong to.
-	e.gh.AddUser(githubUser("Octocat", "gho_cached_octocat", 5))
+	e.gh.AddUser(githubUser("Octocat", "gho_cached_octocat00SlZl", 5))
 	uncached := &uncachedTokens{gh: e.gh}
 	for i := range 50 {
 		login := fmt.Sprintf("member-%02d", i)
-		e.gh.AddUser(githubUser(login, "gho_seed_"+login, 5))
+		e.gh.AddUser(githubUser(login, ghtoken.Mint("gho_seed_"+login), 5))
 		uncached.users = append(uncached.users, login)
 	}
 	e.gh.SetDelay(o.githubLatency)
@@ -503,7 +506,7 @@ func workloads(e *env, o options) (map[string]workload, *uncachedTokens, error) 
 	loads := map[string]workload{
 		routeBaseline:    fixed("/baseline", subjectAccessReview(policyRules), `"allowed":true`),
 		routeAuthorize:   fixed("/authorize", subjectAccessReview(policyRules), `"reason":"octogate: rule `+rule+`"`),
-		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat"), `"username":"github:octocat:`),
+		routeAuthnCached: fixed("/authenticate", tokenReview("gho_cached_octocat00SlZl"), `"username":"github:octocat:`),
 		routeMutate:      fixed("/mutate/namespaces", namespaceCreate(), `"patchType":"JSONPatch"`),
 		routeAuthnNew: {addr: addr, tls: e.clientTLS, expect: []byte(`"authenticated":true`),
 			next: func() []byte { return httpRequest(addr, "/authenticate", tokenReview(uncached.next())) }},
@@ -548,7 +551,7 @@ func burst(e *env, o options) []string {
 	minCalls, maxCalls := int(^uint(0)>>1), 0
 	start := time.Now()
 	for i := range o.burstTokens {
-		tok := fmt.Sprintf("gho_burst_%04d", i)
+		tok := ghtoken.Mint(fmt.Sprintf("gho_burst_%04d", i))
 		if err := e.gh.AddToken("Octocat", tok); err != nil {
 			return []string{err.Error()}
 		}

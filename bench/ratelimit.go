@@ -81,7 +81,7 @@ const rateLimitTeams = 5
 func (r *rateLimitRun) measure(ttl, hour time.Duration, cacheBytes int) {
 	gh := githubapi.New()
 	defer gh.Close()
-	const token = "gho_ratelimit_octocat"
+	const token = "gho_ratelimit_octocat0cO0n8"
 	gh.AddUser(githubUser("octocat", token, rateLimitTeams))
 	h, err := tokenreview.New(tokenreview.Config{
 		GitHubAPIURL:          gh.URL(),

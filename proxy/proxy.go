@@ -22,6 +22,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	Authorizer    Authorizer
 	// Limits bounds requests per user and in all (zero fields: defaults, see Limits).
 	Limits Limits
+	// ClientAddr finds the client address whose rate of new tokens a request counts against
+	// (the zero Resolver: the connection's peer, trusting no X-Forwarded-For).
+	ClientAddr clientaddr.Resolver
 	// Logger receives one line per refused request and per upstream failure. Nil discards.
 	Logger *slog.Logger
 	// Registerer gets the octogate_proxy_* metrics. Nil: not registered.
@@ -63,6 +67,7 @@ type Proxy struct {
 	authn    Authenticator
 	authz    Authorizer
 	limits   *limiter
+	clients  clientaddr.Resolver
 	resolver *request.RequestInfoFactory
 	// reviewCodecs read and write the SelfSubjectAccessReviews the proxy answers.
 	reviewCodecs serializer.CodecFactory
@@ -103,6 +108,7 @@ func New(cfg Config) (*Proxy, error) {
 		authn:   cfg.Authenticator,
 		authz:   cfg.Authorizer,
 		limits:  lim,
+		clients: cfg.ClientAddr,
 		resolver: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -127,8 +133,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, "unauthenticated", "no_token", apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	id, err := p.authn.Authenticate(ctx, token)
+	id, err := p.authenticate(r, token)
 	switch {
+	case p.throttled(w, r, err):
+		return
 	case errors.Is(err, tokenreview.ErrUnavailable):
 		p.log.LogAttrs(ctx, slog.LevelWarn, "authentication unavailable", slog.String("reason", tokenreview.Reason(err)), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", "1")

@@ -48,11 +48,11 @@ func BenchmarkExchange(b *testing.B) {
 		b.Fatal(err)
 	}
 	x, err := NewExchanger(ExchangerConfig{Issuer: testIssuer, Audiences: []string{clusterA}, Keys: k,
-		GitHub: &fakeLookup{ids: map[string]tokenreview.Identity{"gho_alice": alice}}})
+		GitHub: &fakeLookup{ids: map[string]tokenreview.Identity{"gho_alice0iufm3": alice}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := exchangeReq("gho_alice", TokenTypeAccessToken, clusterA)
+	req := exchangeReq("gho_alice0iufm3", TokenTypeAccessToken, clusterA)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, oerr := x.Exchange(context.Background(), req); oerr != nil {

@@ -54,9 +54,14 @@ type Request struct {
 type OAuthError struct {
 	Code        string `json:"error"`
 	Description string `json:"error_description"`
+	// cause is the lookup's error behind a temporarily_unavailable, if any.
+	cause error
 }
 
 func (e *OAuthError) Error() string { return e.Code + ": " + e.Description }
+
+// Unwrap is the lookup's error behind the answer (a *tokenreview.ThrottledError, say), or nil.
+func (e *OAuthError) Unwrap() error { return e.cause }
 
 func invalidRequest(format string, args ...any) *OAuthError {
 	return &OAuthError{Code: ErrInvalidRequest, Description: fmt.Sprintf(format, args...)}
@@ -252,7 +257,7 @@ func lookupError(err error) *OAuthError {
 	if errors.Is(err, tokenreview.ErrRefused) {
 		return &OAuthError{Code: ErrInvalidGrant, Description: msg}
 	}
-	return &OAuthError{Code: ErrTemporarilyUnavailable, Description: msg}
+	return &OAuthError{Code: ErrTemporarilyUnavailable, Description: msg, cause: err}
 }
 
 // ValidIssuer says what is wrong with an issuer URL: it must be https (kube-apiserver's JWT

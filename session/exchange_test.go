@@ -27,7 +27,7 @@ func newIssuerEnv(t *testing.T) *issuerEnv {
 	t.Helper()
 	e := &issuerEnv{
 		keys:    mustKeys(t),
-		github:  &fakeLookup{ids: map[string]tokenreview.Identity{"gho_alice": alice}, errs: map[string]error{}},
+		github:  &fakeLookup{ids: map[string]tokenreview.Identity{"gho_alice0iufm3": alice}, errs: map[string]error{}},
 		actions: &fakeLookup{ids: map[string]tokenreview.Identity{}},
 		clock:   newClock(),
 	}
@@ -48,7 +48,7 @@ func exchangeReq(token, typ, aud string) Request {
 
 func TestExchangeMintsASessionForOneCluster(t *testing.T) {
 	e := newIssuerEnv(t)
-	resp, id, oerr := e.x.Exchange(context.Background(), exchangeReq("gho_alice", TokenTypeAccessToken, clusterA))
+	resp, id, oerr := e.x.Exchange(context.Background(), exchangeReq("gho_alice0iufm3", TokenTypeAccessToken, clusterA))
 	if oerr != nil {
 		t.Fatal(oerr)
 	}
@@ -84,7 +84,7 @@ func TestExchangeMintsASessionForOneCluster(t *testing.T) {
 	if jti, _ := c["jti"].(string); len(jti) < 20 {
 		t.Errorf("jti %q", jti)
 	}
-	resp2, _, _ := e.x.Exchange(context.Background(), exchangeReq("gho_alice", TokenTypeAccessToken, clusterA))
+	resp2, _, _ := e.x.Exchange(context.Background(), exchangeReq("gho_alice0iufm3", TokenTypeAccessToken, clusterA))
 	var c2 map[string]any
 	decodePart(t, strings.Split(resp2.AccessToken, ".")[1], &c2)
 	if c2["jti"] == c["jti"] {
@@ -107,21 +107,21 @@ func TestExchangeRefusals(t *testing.T) {
 		reason   string // prefix of error_description
 		lookedUp bool
 	}{
-		{"a refused GitHub token is invalid_grant with its reason code first", exchangeReq("gho_carol", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[not_member] ", true},
-		{"GitHub unavailable is never a refusal", exchangeReq("gho_down", TokenTypeAccessToken, clusterA), ErrTemporarilyUnavailable, "[github_unavailable] ", true},
-		{"an audience not served is invalid_target, without a lookup", exchangeReq("gho_alice", TokenTypeAccessToken, "cluster-z"), ErrInvalidTarget, `audience "cluster-z"`, false},
+		{"a refused GitHub token is invalid_grant with its reason code first", exchangeReq("gho_carol1wd7YZ", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[not_member] ", true},
+		{"GitHub unavailable is never a refusal", exchangeReq("gho_down0WvLdz", TokenTypeAccessToken, clusterA), ErrTemporarilyUnavailable, "[github_unavailable] ", true},
+		{"an audience not served is invalid_target, without a lookup", exchangeReq("gho_alice0iufm3", TokenTypeAccessToken, "cluster-z"), ErrInvalidTarget, `audience "cluster-z"`, false},
 		{"a session is not exchanged as a GitHub token", exchangeReq("eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJ4In0.c2ln", TokenTypeAccessToken, clusterA), ErrInvalidRequest, "subject_token is a JWT", false},
-		{"a GitHub token is not an Actions token", exchangeReq("gho_alice", TokenTypeJWT, clusterA), ErrInvalidRequest, "subject_token is not a JWT", false},
-		{"a system: name is never minted", exchangeReq("gho_system", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
-		{"a system: group is never minted", exchangeReq("gho_sysgroup", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
-		{"a group only the proxy asserts is never minted", exchangeReq("gho_proxygroup", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
+		{"a GitHub token is not an Actions token", exchangeReq("gho_alice0iufm3", TokenTypeJWT, clusterA), ErrInvalidRequest, "subject_token is not a JWT", false},
+		{"a system: name is never minted", exchangeReq("gho_system3gYgVn", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
+		{"a system: group is never minted", exchangeReq("gho_sysgroup0RdyvV", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
+		{"a group only the proxy asserts is never minted", exchangeReq("gho_proxygroup2owtHj", TokenTypeAccessToken, clusterA), ErrInvalidGrant, "[reserved_name] ", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newIssuerEnv(t)
-			e.github.errs["gho_down"] = unavailableErr
-			e.github.ids["gho_system"] = sys
-			e.github.ids["gho_sysgroup"] = sysGroup
-			e.github.ids["gho_proxygroup"] = proxyGroup
+			e.github.errs["gho_down0WvLdz"] = unavailableErr
+			e.github.ids["gho_system3gYgVn"] = sys
+			e.github.ids["gho_sysgroup0RdyvV"] = sysGroup
+			e.github.ids["gho_proxygroup2owtHj"] = proxyGroup
 			_, _, oerr := e.x.Exchange(context.Background(), tc.req)
 			if oerr == nil {
 				t.Fatal("exchanged")
@@ -185,8 +185,8 @@ func form(kv ...string) string {
 }
 
 func TestDecodeRequest(t *testing.T) {
-	ok := []string{"grant_type", GrantTypeTokenExchange, "subject_token", "gho_alice", "subject_token_type", TokenTypeAccessToken, "audience", clusterA}
-	if r, err := DecodeRequest([]byte(form(ok...))); err != nil || r.SubjectToken != "gho_alice" || r.Audience != clusterA {
+	ok := []string{"grant_type", GrantTypeTokenExchange, "subject_token", "gho_alice0iufm3", "subject_token_type", TokenTypeAccessToken, "audience", clusterA}
+	if r, err := DecodeRequest([]byte(form(ok...))); err != nil || r.SubjectToken != "gho_alice0iufm3" || r.Audience != clusterA {
 		t.Fatalf("%+v %v", r, err)
 	}
 	with := func(kv ...string) string { return form(append(append([]string{}, ok...), kv...)...) }
@@ -206,18 +206,18 @@ func TestDecodeRequest(t *testing.T) {
 		{"an unknown subject token type", strings.Replace(form(ok...), "access_token", "saml2", 1), ErrInvalidRequest},
 		{"no audience", without("audience"), ErrInvalidRequest},
 		{"two audiences", with("audience", clusterB), ErrInvalidTarget},
-		{"a repeated parameter", with("subject_token", "gho_bob"), ErrInvalidRequest},
+		{"a repeated parameter", with("subject_token", "gho_bob4V4uCe"), ErrInvalidRequest},
 		{"an actor token", with("actor_token", "x"), ErrInvalidRequest},
 		{"a resource", with("resource", "https://k8s"), ErrInvalidTarget},
 		{"a requested token type other than jwt", with("requested_token_type", TokenTypeAccessToken), ErrInvalidRequest},
-		{"an oversize subject token", strings.Replace(form(ok...), "gho_alice", strings.Repeat("a", tokenreview.MaxTokenBytes+1), 1), ErrInvalidRequest},
+		{"an oversize subject token", strings.Replace(form(ok...), "gho_alice0iufm3", strings.Repeat("a", tokenreview.MaxTokenBytes+1), 1), ErrInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeRequest([]byte(tc.body))
 			if err == nil || err.Code != tc.code {
 				t.Fatalf("got %v, want %s", err, tc.code)
 			}
-			if strings.Contains(err.Description, "gho_bob") || strings.Contains(err.Description, "gho_alice") {
+			if strings.Contains(err.Description, "gho_bob4V4uCe") || strings.Contains(err.Description, "gho_alice0iufm3") {
 				t.Errorf("the error quotes a token: %s", err.Description)
 			}
 		})
@@ -236,7 +236,8 @@ func postForm(h http.Handler, body string) *httptest.ResponseRecorder {
 // random by its jti and signature, is replaced by "<session>").
 func TestTokenHandlerWireFormat(t *testing.T) {
 	e := newIssuerEnv(t)
-	e.github.errs["gho_down"] = &Error{Reason: tokenreview.ReasonGitHubUnavailable, Msg: "GitHub did not answer", kind: tokenreview.ErrUnavailable}
+	e.github.errs["gho_down0WvLdz"] = &Error{Reason: tokenreview.ReasonGitHubUnavailable, Msg: "GitHub did not answer", kind: tokenreview.ErrUnavailable}
+	e.github.errs["gho_flood1MfFDb"] = &tokenreview.ThrottledError{RetryAfter: 2500 * time.Millisecond, Client: true}
 	h := NewTokenHandler(e.x)
 	ex := func(tok, aud string) string {
 		return form("grant_type", GrantTypeTokenExchange, "subject_token", tok, "subject_token_type", TokenTypeAccessToken, "audience", aud)
@@ -246,12 +247,13 @@ func TestTokenHandlerWireFormat(t *testing.T) {
 		status     int
 		retryAfter string
 	}{
-		{"exchange-ok.json", ex("gho_alice", clusterA), 200, ""},
-		{"exchange-invalid-grant.json", ex("gho_carol", clusterA), 400, ""},
-		{"exchange-invalid-target.json", ex("gho_alice", "cluster-z"), 400, ""},
+		{"exchange-ok.json", ex("gho_alice0iufm3", clusterA), 200, ""},
+		{"exchange-invalid-grant.json", ex("gho_carol1wd7YZ", clusterA), 400, ""},
+		{"exchange-invalid-target.json", ex("gho_alice0iufm3", "cluster-z"), 400, ""},
 		{"exchange-invalid-request.json", form("grant_type", GrantTypeTokenExchange), 400, ""},
 		{"exchange-unsupported-grant-type.json", form("grant_type", "password"), 400, ""},
-		{"exchange-unavailable.json", ex("gho_down", clusterA), 503, "1"},
+		{"exchange-unavailable.json", ex("gho_down0WvLdz", clusterA), 503, "1"},
+		{"exchange-throttled.json", ex("gho_flood1MfFDb", clusterA), 429, "3"},
 		{"exchange-too-large.json", strings.Repeat("a", MaxRequestBytes+1), 413, ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // FuzzDecodeRequest: any body decodes to a request or an OAuth error of the documented codes,
 // never a panic, and an error never quotes the subject token.
 func FuzzDecodeRequest(f *testing.F) {
-	f.Add([]byte(form("grant_type", GrantTypeTokenExchange, "subject_token", "gho_secret", "subject_token_type", TokenTypeAccessToken, "audience", clusterA)))
+	f.Add([]byte(form("grant_type", GrantTypeTokenExchange, "subject_token", "gho_secret1hBBIb", "subject_token_type", TokenTypeAccessToken, "audience", clusterA)))
 	f.Add([]byte("grant_type=" + GrantTypeTokenExchange + "&audience=a&audience=b"))
 	f.Add([]byte("%"))
 	f.Fuzz(func(t *testing.T, body []byte) {

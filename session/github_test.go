@@ -23,8 +23,8 @@ import (
 // 304, and spends no unit.
 func TestExchangeCostsAtMostOneLookupAndNoUnitOn304(t *testing.T) {
 	const (
-		exchanged = "gho_alice_exchange"
-		reviewed  = "gho_alice_review"
+		exchanged = "gho_alice_exchange05TK5m"
+		reviewed  = "gho_alice_review1ktCdU"
 		ttl       = 300 * time.Millisecond
 	)
 	gh := githubapi.New()

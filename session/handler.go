@@ -2,10 +2,13 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/octogate/octogate/internal/clientaddr"
+	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -31,14 +34,32 @@ func Routes(issuer string) (discovery, jwks, token string) {
 
 // TokenHandler serves POST <issuer>/oauth2/token: decode (DecodeRequest) -> Exchange ->
 // encode. Answers carry Cache-Control: no-store (RFC 6749 section 5.1). A refusal is 400 with
-// {"error","error_description"}; temporarily_unavailable is 503 with Retry-After: 1. The
-// request log gets the decision, the user and the reason, never a token.
+// {"error","error_description"}; temporarily_unavailable is 503 with Retry-After: 1, or 429
+// with Retry-After when the client's address sent more new tokens than its rate
+// (tokenreview.ThrottledError; RFC 6585 section 4). The request log gets the decision, the
+// user and the reason, never a token.
 type TokenHandler struct {
-	x *Exchanger
+	x       *Exchanger
+	clients clientaddr.Resolver
+}
+
+// HandlerOption configures a TokenHandler.
+type HandlerOption func(*TokenHandler)
+
+// WithClientAddr makes r find the client address whose rate of new tokens an exchange counts
+// against (tokenreview.FromClient); without it, the connection's peer.
+func WithClientAddr(r clientaddr.Resolver) HandlerOption {
+	return func(h *TokenHandler) { h.clients = r }
 }
 
 // NewTokenHandler serves x's exchanges.
-func NewTokenHandler(x *Exchanger) *TokenHandler { return &TokenHandler{x: x} }
+func NewTokenHandler(x *Exchanger, opts ...HandlerOption) *TokenHandler {
+	h := &TokenHandler{x: x}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
 
 // MaxBodyBytes is the route's body limit (MaxRequestBytes).
 func (h *TokenHandler) MaxBodyBytes() int64 { return MaxRequestBytes }
@@ -58,8 +79,13 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, oerr)
 		return
 	}
-	resp, id, oerr := h.x.Exchange(r.Context(), req)
+	resp, id, oerr := h.x.Exchange(tokenreview.FromClient(r.Context(), h.clients.Addr(r)), req)
+	var throttled *tokenreview.ThrottledError
 	switch {
+	case oerr != nil && errors.As(oerr.cause, &throttled):
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "throttled", Reason: oerr.Error()})
+		w.Header().Set("Retry-After", throttled.RetryAfterSeconds())
+		writeJSON(w, http.StatusTooManyRequests, oerr)
 	case oerr == nil:
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience)})
 		writeJSON(w, http.StatusOK, resp)

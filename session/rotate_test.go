@@ -276,7 +276,7 @@ func TestKeyFileReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, err := NewExchanger(ExchangerConfig{Issuer: testIssuer, Audiences: []string{clusterA}, Keys: f,
-		GitHub: &fakeLookup{ids: map[string]tokenreview.Identity{"gho_a": alice}}})
+		GitHub: &fakeLookup{ids: map[string]tokenreview.Identity{"gho_a4GEHKN": alice}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,11 @@ func (d *discardWriter) Write(p []byte) (int, error) { d.n += len(p); return len
 func BenchmarkTokenReviewCached(b *testing.B) {
 	gh := githubapi.New()
 	b.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "Octocat", ID: 583231, Tokens: []string{"gho_bench0123456789"},
+	gh.AddUser(githubapi.User{Login: "Octocat", ID: 583231, Tokens: []string{"gho_bench01234567890ua7y6"},
 		Memberships: []githubapi.Membership{{Org: "acme"}}, Teams: teams("acme", 5)})
 	e := newEnv(b, gh, nil)
-	body := []byte(reviewBody(APIVersionV1, "TokenReview", "gho_bench0123456789"))
-	if a := e.review(b, "gho_bench0123456789"); !a.Status.Authenticated {
+	body := []byte(reviewBody(APIVersionV1, "TokenReview", "gho_bench01234567890ua7y6"))
+	if a := e.review(b, "gho_bench01234567890ua7y6"); !a.Status.Authenticated {
 		b.Fatalf("warm-up: %q", a.Status.Error)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "/authenticate", nil)

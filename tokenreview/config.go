@@ -60,6 +60,20 @@ type Config struct {
 	// /authenticate in-flight budget (OCTOGATE_MAX_INFLIGHT) so that, while GitHub is slow,
 	// lookups cannot hold every slot and cached tokens still get answers.
 	MaxLookups int
+	// ReservedLookups are the lookups of MaxLookups only /authenticate (kube-apiserver's own
+	// reviews) may take: the public doors (token exchange, proxy; FromClient) hold at most
+	// MaxLookups - ReservedLookups at once (default MaxLookups/4).
+	ReservedLookups int
+	// NewTokenRate bounds the lookups per second of tokens without a cached identity
+	// ("new" tokens), once for /authenticate and once for the public doors together
+	// (OCTOGATE_NEW_TOKEN_RATE; default DefaultNewTokenRate; the burst is five seconds' worth,
+	// at least 5). A new token beyond it is answered *ThrottledError without asking GitHub;
+	// cached identities, and their refreshes, are never limited.
+	NewTokenRate float64
+	// ClientNewTokenRate bounds the new-token lookups per second of one client address at the
+	// public doors (OCTOGATE_CLIENT_NEW_TOKEN_RATE; default DefaultClientNewTokenRate; burst as
+	// NewTokenRate's).
+	ClientNewTokenRate float64
 	// JWTLookup, when set, answers every token that LooksLikeJWT instead of GitHub: GitHub
 	// Actions ID tokens (package actionsoidc, enabled by OCTOGATE_ACTIONS_AUDIENCE). Its answers
 	// bypass the GitHub token cache.

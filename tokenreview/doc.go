@@ -7,7 +7,10 @@
 // request's apiVersion. New wires the production Lookup: GitHub, behind a cache keyed by the
 // token's SHA-256 (LRU, positive and negative TTL, singleflight, stale identities while GitHub
 // fails, per-token rate-limit backoff, at most Config.MaxLookups GitHub lookups at once so
-// that a slow GitHub cannot hold every /authenticate slot while cached tokens wait).
+// that a slow GitHub cannot hold every /authenticate slot while cached tokens wait). Against
+// floods of unknown tokens: refusals are cached apart from identities, new tokens are looked
+// up within rates per door and per client address (FromClient marks the public doors: token
+// exchange, proxy), and Config.ReservedLookups of the slots are kept for /authenticate.
 //
 // Decisions: an identity -> 200 authenticated:true; a refused token (ErrRefused) -> 200
 // authenticated:false with status.error (kube-apiserver caches it); GitHub unavailable
@@ -15,5 +18,6 @@
 // Every refusal and unavailability carries a reason code (Reasons, Reason), first in
 // status.error ("[not_member] ...") and on octogate_token_reviews_total{result,reason}.
 // Tokens are classified by prefix (TokenType); types that identify no user or that
-// Config.TokenTypes leaves out are refused without asking GitHub.
+// Config.TokenTypes leaves out, and tokens whose checksum is wrong (bad_checksum), are refused
+// without asking GitHub.
 package tokenreview

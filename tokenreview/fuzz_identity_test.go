@@ -8,7 +8,7 @@ import (
 
 // FuzzTokenType: any string gets one known type, and the offline refusal never quotes it.
 func FuzzTokenType(f *testing.F) {
-	for _, s := range []string{"ghp_abc", "github_pat_11A_x", "gho_x", "ghu_x", "ghs_x", "ghr_x", "0123456789abcdef0123456789abcdef01234567", "a.b.c", "gho_\x00", ""} {
+	for _, s := range []string{"ghp_abc0yKviM", "github_pat_11A_x", "gho_x2Zvt6B", "ghu_x2Zvt6B", "ghs_x", "ghr_x", "0123456789abcdef0123456789abcdef01234567", "a.b.c", "gho_\x00", ""} {
 		f.Add(s)
 	}
 	known := []string{TokenTypeClassic, TokenTypeFineGrained, TokenTypeOAuth, TokenTypeAppUser, TokenTypeAppInstallation,

@@ -71,13 +71,13 @@ var errRedirect = errors.New("GitHub answered with a redirect, which octogate do
 
 // Lookup asks GitHub who owns token and applies the org and naming rules. A token GitHub
 // would not answer for a user (a byte GitHub tokens never contain, a JWT, an installation or
-// refresh token) or of a type the rules refuse is refused without asking GitHub.
+// refresh token), of a type the rules refuse, or with a wrong checksum is refused without asking
+// GitHub.
 func (g *gitHub) Lookup(ctx context.Context, token string) (Identity, error) {
-	typ := TokenType(token)
-	if err := g.rules.offlineRefusal(typ); err != nil {
+	if err := g.offlineRefusal(token); err != nil {
 		return Identity{}, err
 	}
-	u, err := g.fetch(ctx, token, typ)
+	u, err := g.fetch(ctx, token, TokenType(token))
 	if err != nil {
 		return Identity{}, err
 	}

@@ -80,31 +80,31 @@ func TestHandlerWireFormat(t *testing.T) {
 	}{
 		{
 			name:   "v1 review gets a v1 answer with the identity",
-			lookup: fakeLookup{id: octocat}, body: reviewBody(APIVersionV1, "TokenReview", "gho_x"),
+			lookup: fakeLookup{id: octocat}, body: reviewBody(APIVersionV1, "TokenReview", "gho_x2Zvt6B"),
 			wantStatus: 200, golden: "v1-authenticated.json",
 		},
 		{
 			name:   "v1beta1 review gets a v1beta1 answer with the identity",
-			lookup: fakeLookup{id: octocat}, body: reviewBody(APIVersionV1beta1, "TokenReview", "gho_x"),
+			lookup: fakeLookup{id: octocat}, body: reviewBody(APIVersionV1beta1, "TokenReview", "gho_x2Zvt6B"),
 			wantStatus: 200, golden: "v1beta1-authenticated.json",
 		},
 		{
 			name:   "refused token is 200 authenticated false with the reason",
 			lookup: fakeLookup{err: refused(ReasonInvalidToken, "GitHub refused the token (401 Bad credentials)")},
-			body:   reviewBody(APIVersionV1, "TokenReview", "gho_x"), wantStatus: 200, golden: "v1-refused.json",
+			body:   reviewBody(APIVersionV1, "TokenReview", "gho_x2Zvt6B"), wantStatus: 200, golden: "v1-refused.json",
 		},
 		{
 			name:   "GitHub unavailable is 503 with the reason",
 			lookup: fakeLookup{err: unavailable(ReasonGitHubUnavailable, nil, "GitHub answered GET /user with 502 Bad Gateway; try again shortly")},
-			body:   reviewBody(APIVersionV1beta1, "TokenReview", "gho_x"), wantStatus: 503, golden: "v1beta1-unavailable.json",
+			body:   reviewBody(APIVersionV1beta1, "TokenReview", "gho_x2Zvt6B"), wantStatus: 503, golden: "v1beta1-unavailable.json",
 		},
 		{
 			name: "unknown apiVersion is 400", lookup: fakeLookup{id: octocat},
-			body: reviewBody("authentication.k8s.io/v2", "TokenReview", "gho_x"), wantStatus: 400, wantError: "apiVersion",
+			body: reviewBody("authentication.k8s.io/v2", "TokenReview", "gho_x2Zvt6B"), wantStatus: 400, wantError: "apiVersion",
 		},
 		{
 			name: "other kind is 400", lookup: fakeLookup{id: octocat},
-			body: reviewBody(APIVersionV1, "SubjectAccessReview", "gho_x"), wantStatus: 400, wantError: "kind",
+			body: reviewBody(APIVersionV1, "SubjectAccessReview", "gho_x2Zvt6B"), wantStatus: 400, wantError: "kind",
 		},
 		{
 			name: "malformed JSON is 400", lookup: fakeLookup{id: octocat},
@@ -120,7 +120,7 @@ func TestHandlerWireFormat(t *testing.T) {
 		},
 		{
 			name: "JSON string is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},
-			body: `"gho_x"`, wantStatus: 400, wantError: "body is a JSON string, want a TokenReview object",
+			body: `"gho_x2Zvt6B"`, wantStatus: 400, wantError: "body is a JSON string, want a TokenReview object",
 		},
 		{
 			name: "JSON null is 400 saying so in JSON words", lookup: fakeLookup{id: octocat},
@@ -201,7 +201,7 @@ func TestCachedAnswerIsTheEncodedAnswer(t *testing.T) {
 }
 
 func TestDecodeErrorsNeverQuoteTheToken(t *testing.T) {
-	const token = "gho_SECRETSECRETSECRET"
+	const token = "gho_SECRETSECRETSECRET4SQpSC"
 	for _, body := range []string{
 		`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + token + `"`,
 		`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":["` + token + `"]}}`,
@@ -216,7 +216,7 @@ func TestDecodeErrorsNeverQuoteTheToken(t *testing.T) {
 }
 
 func FuzzDecodeTokenReview(f *testing.F) {
-	f.Add([]byte(reviewBody(APIVersionV1, "TokenReview", "gho_x")))
+	f.Add([]byte(reviewBody(APIVersionV1, "TokenReview", "gho_x2Zvt6B")))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		// The fast decoder leaves what encoding/json leaves, with the same error.
 		var fast, std review

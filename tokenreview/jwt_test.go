@@ -32,7 +32,7 @@ const jwtShaped = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
 func TestJWTDispatch(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "octocat", Memberships: []githubapi.Membership{{Org: "acme"}}, Tokens: []string{"ghp_octocat"}})
+	gh.AddUser(githubapi.User{Login: "octocat", Memberships: []githubapi.Membership{{Org: "acme"}}, Tokens: []string{"ghp_octocat1m6tBm"}})
 	tests := []struct {
 		name       string
 		token      string
@@ -48,7 +48,7 @@ func TestJWTDispatch(t *testing.T) {
 			jwtErr: &reviewError{kind: ErrRefused, reason: "wrong_audience", msg: "for another audience"}, wantCode: 200, wantPrefix: "[wrong_audience] "},
 		{name: "issuer unavailable is 503", token: jwtShaped, enabled: true, wantJWT: true,
 			jwtErr: &reviewError{kind: ErrUnavailable, reason: "issuer_unavailable", msg: "down"}, wantCode: 503, wantPrefix: "[issuer_unavailable] "},
-		{name: "a GitHub token still goes to GitHub", token: "ghp_octocat", enabled: true, wantCode: 200, wantAuthn: true},
+		{name: "a GitHub token still goes to GitHub", token: "ghp_octocat1m6tBm", enabled: true, wantCode: 200, wantAuthn: true},
 		{name: "a non-JWT with two dots goes to GitHub", token: "not.a.jwt", enabled: true, wantCode: 200},
 		{name: "without Actions, a JWT goes to GitHub", token: jwtShaped, wantCode: 200},
 	}
@@ -90,7 +90,7 @@ func TestLooksLikeJWT(t *testing.T) {
 		"eyJhbGciOiJub25lIn0.e30.": true,  // alg none: the verifier refuses it as bad_signature
 		"eyJa.b.c.d":               false,
 		"eyJa+b.c.d":               false,
-		"ghp_1234567890":           false,
+		"ghp_12345678900hHBpt":     false,
 		"github_pat_11AAAA_bbbb":   false,
 	} {
 		if got := LooksLikeJWT(token); got != want {
@@ -135,7 +135,7 @@ func TestJWTDispatchAsksWhatItRemembers(t *testing.T) {
 		{name: "remembered: no shape check", token: odd, remember: true, wantJWT: true},
 		{name: "not remembered and not JWT-shaped: GitHub", token: odd},
 		{name: "not remembered and JWT-shaped: the JWT lookup", token: jwtShaped, wantJWT: true},
-		{name: "not eyJ: GitHub even when remembered", token: "ghp_remembered", remember: true},
+		{name: "not eyJ: GitHub even when remembered", token: "ghp_remembered3jUafN", remember: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

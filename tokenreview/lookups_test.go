@@ -163,7 +163,7 @@ func TestMaxLookupsConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := cap(h.lookup.(*cache).lookups); got != tc.wantCap {
+			if got := cap(h.lookup.(*cache).lookups) + cap(h.lookup.(*cache).reserved); got != tc.wantCap {
 				t.Fatalf("bound %d, want %d", got, tc.wantCap)
 			}
 		})

@@ -54,7 +54,7 @@ func TestCacheMemoryPerIdentity(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	before := live()
-	c, err := newCache(Config{CacheSize: n}, identityPerToken{}, m, slog.New(slog.DiscardHandler))
+	c, err := newCache(Config{CacheSize: n, NewTokenRate: 1e9}, identityPerToken{}, m, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

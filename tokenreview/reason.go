@@ -13,6 +13,7 @@ const (
 	ReasonNone = "none"
 
 	ReasonInvalidToken       = "invalid_token"
+	ReasonBadChecksum        = "bad_checksum"
 	ReasonNotUserToken       = "not_user_token"
 	ReasonTokenTypeRefused   = "token_type_refused"
 	ReasonNotMember          = "not_member"
@@ -40,6 +41,7 @@ const (
 	ReasonLoginLockout      = "login_lockout"
 	ReasonGitHubUnavailable = "github_unavailable"
 	ReasonSaturated         = "saturated"
+	ReasonThrottled         = "throttled"
 )
 
 // Review results, the result label of octogate_token_reviews_total.
@@ -64,6 +66,9 @@ var Reasons = []ReasonInfo{
 	{ReasonInvalidToken, ResultRefused,
 		"GitHub does not know the token (401: invalid, expired or revoked), or it has characters no GitHub token has, or it is a JWT cut short",
 		"get a new token (`gh auth login`, or `octogate credential --forget` for a cached device-flow token) and log in again"},
+	{ReasonBadChecksum, ResultRefused,
+		"a ghp_, gho_, ghu_, ghs_ or ghr_ token whose last six characters are not its checksum: mistyped, cut short, or made up (GitHub was not asked)",
+		"copy the whole token again, or get a new one (`gh auth token`, `octogate credential --forget`)"},
 	{ReasonNotUserToken, ResultRefused,
 		"a GitHub App installation token (ghs_) or a refresh token (ghr_): it identifies no user",
 		"log in with a token of your own user (gh auth token, a personal access token, the device flow); for CI, use a GitHub Actions OIDC token (docs/github-actions.md)"},
@@ -133,6 +138,9 @@ var Reasons = []ReasonInfo{
 	{ReasonSaturated, ResultUnavailable,
 		"octogate already waits on as many GitHub lookups as it allows (GitHub is slow)",
 		"retry shortly"},
+	{ReasonThrottled, ResultUnavailable,
+		"too many tokens octogate had not seen before, from one client address or at one door, in a short time: GitHub was not asked (OCTOGATE_NEW_TOKEN_RATE, OCTOGATE_CLIENT_NEW_TOKEN_RATE)",
+		"retry after the time in the error (the token exchange and the proxy answer 429 with Retry-After); cached tokens are not affected"},
 	{ReasonSessionKeysMissing, ResultUnavailable,
 		"the session is signed with a key this server does not know and cannot fetch from the trusted issuer now",
 		"retry shortly; check that this server reaches the issuer's discovery document and JWKS"},
@@ -155,9 +163,12 @@ func Reason(err error) string {
 	var re *reviewError
 	var rl *RateLimitError
 	var rc ReasonCoder
+	var th *ThrottledError
 	switch {
 	case errors.As(err, &re):
 		return re.reason
+	case errors.As(err, &th):
+		return ReasonThrottled
 	case errors.As(err, &rc):
 		return rc.ReasonCode()
 	case errors.As(err, &rl):

@@ -25,9 +25,9 @@ func TestGitHubTokenKindsGetTheRightAnswer(t *testing.T) {
 	add(githubapi.Token{Value: "github_pat_owner_acme", ResourceOwner: "acme", Permissions: map[string]string{"members": "read"}})
 	add(githubapi.Token{Value: "github_pat_owner_ann", ResourceOwner: "ann", Permissions: map[string]string{"members": "read"}})
 	add(githubapi.Token{Value: "github_pat_no_members", ResourceOwner: "acme", Permissions: map[string]string{"contents": "read"}})
-	add(githubapi.Token{Value: "ghp_no_read_org", Scopes: []string{"repo:status", "read:user"}})
-	add(githubapi.Token{Value: "ghp_admin_org", Scopes: []string{"admin:org"}})
-	gh.AddUser(githubapi.User{Login: "sam", ID: 12, Tokens: []string{"gho_sam"},
+	add(githubapi.Token{Value: "ghp_no_read_org1oNK6d", Scopes: []string{"repo:status", "read:user"}})
+	add(githubapi.Token{Value: "ghp_admin_org04cmXd", Scopes: []string{"admin:org"}})
+	gh.AddUser(githubapi.User{Login: "sam", ID: 12, Tokens: []string{"gho_sam4DEGOe"},
 		Memberships: []githubapi.Membership{{Org: "acme"}, {Org: "umbrella"}},
 		Teams:       []githubapi.Team{{Org: "acme", Name: "Devs"}, {Org: "umbrella", Name: "Ops"}}})
 	gh.EnforceSSO("umbrella")
@@ -45,12 +45,12 @@ func TestGitHubTokenKindsGetTheRightAnswer(t *testing.T) {
 		{name: "fine-grained PAT without Members read is refused as missing_permission naming it",
 			token: "github_pat_no_members", wantError: []string{"[missing_permission]", "members=read", "resource owner", `"Members"`}},
 		{name: "classic token without read:org is refused naming the missing scope",
-			token: "ghp_no_read_org", wantError: []string{"[missing_scope]", "read:org"}},
-		{name: "classic token with admin:org (which includes read:org) is admitted", token: "ghp_admin_org", wantAuth: true},
+			token: "ghp_no_read_org1oNK6d", wantError: []string{"[missing_scope]", "read:org"}},
+		{name: "classic token with admin:org (which includes read:org) is admitted", token: "ghp_admin_org04cmXd", wantAuth: true},
 		{name: "teams hidden by SSO for a pinned allowed org are refused as sso_required",
-			orgs: []string{"acme", "umbrella=3001"}, token: "gho_sam", wantError: []string{"[sso_required]", "umbrella", "partial-results"}},
+			orgs: []string{"acme", "umbrella=3001"}, token: "gho_sam4DEGOe", wantError: []string{"[sso_required]", "umbrella", "partial-results"}},
 		{name: "teams hidden by SSO for an org that is not allowed do not matter",
-			orgs: []string{"acme"}, token: "gho_sam", wantAuth: true},
+			orgs: []string{"acme"}, token: "gho_sam4DEGOe", wantAuth: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, gh, func(c *Config) {
@@ -83,17 +83,17 @@ func TestGitHubTokenKindsGetTheRightAnswer(t *testing.T) {
 func TestLoginLockoutIsUnavailableAndNeverCachedAsARefusal(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "ann", ID: 11, Tokens: []string{"gho_ann"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+	gh.AddUser(githubapi.User{Login: "ann", ID: 11, Tokens: []string{"gho_ann4EQHND"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
 	e := newEnv(t, gh, nil)
 	gh.LockOutLogins("ann", time.Now().Add(time.Hour))
-	a := e.review(t, "gho_ann")
+	a := e.review(t, "gho_ann4EQHND")
 	if a.code != http.StatusServiceUnavailable || !strings.HasPrefix(a.Status.Error, "[login_lockout]") {
 		t.Fatalf("HTTP %d error %q, want 503 [login_lockout]", a.code, a.Status.Error)
 	}
 	// The lockout lifts: the next review asks GitHub again and authenticates, with no wait
 	// for a negative cache entry.
 	gh.LockOutLogins("ann", time.Time{})
-	if a := e.review(t, "gho_ann"); !a.Status.Authenticated {
+	if a := e.review(t, "gho_ann4EQHND"); !a.Status.Authenticated {
 		t.Fatalf("after the lockout: HTTP %d error %q", a.code, a.Status.Error)
 	}
 }
@@ -101,23 +101,23 @@ func TestLoginLockoutIsUnavailableAndNeverCachedAsARefusal(t *testing.T) {
 func TestReasonCodesLeadStatusErrorAndLabelTheReviewCounter(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "ann", ID: 11, Tokens: []string{"gho_ann"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
-	gh.AddUser(githubapi.User{Login: "out", ID: 12, Tokens: []string{"gho_out"}})
-	gh.AddUser(githubapi.User{Login: "inv", ID: 13, Tokens: []string{"gho_inv"}, Memberships: []githubapi.Membership{{Org: "acme", State: "pending"}}})
-	gh.AddUser(githubapi.User{Login: "lim", ID: 14, Tokens: []string{"gho_lim"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
-	gh.RateLimit("gho_lim", time.Now().Add(time.Hour))
+	gh.AddUser(githubapi.User{Login: "ann", ID: 11, Tokens: []string{"gho_ann4EQHND"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+	gh.AddUser(githubapi.User{Login: "out", ID: 12, Tokens: []string{"gho_out3P5czp"}})
+	gh.AddUser(githubapi.User{Login: "inv", ID: 13, Tokens: []string{"gho_inv4aHCDF"}, Memberships: []githubapi.Membership{{Org: "acme", State: "pending"}}})
+	gh.AddUser(githubapi.User{Login: "lim", ID: 14, Tokens: []string{"gho_lim13Uyon"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+	gh.RateLimit("gho_lim13Uyon", time.Now().Add(time.Hour))
 	e := newEnv(t, gh, nil)
 	for _, tc := range []struct {
 		token          string
 		result, reason string
 		code           int
 	}{
-		{"gho_ann", ResultAuthenticated, ReasonNone, 200},
-		{"gho_unknown", ResultRefused, ReasonInvalidToken, 200},
-		{"gho_out", ResultRefused, ReasonNotMember, 200},
-		{"gho_inv", ResultRefused, ReasonPendingInvitation, 200},
+		{"gho_ann4EQHND", ResultAuthenticated, ReasonNone, 200},
+		{"gho_unknown3Ab32d", ResultRefused, ReasonInvalidToken, 200},
+		{"gho_out3P5czp", ResultRefused, ReasonNotMember, 200},
+		{"gho_inv4aHCDF", ResultRefused, ReasonPendingInvitation, 200},
 		{"ghs_install", ResultRefused, ReasonNotUserToken, 200},
-		{"gho_lim", ResultUnavailable, ReasonRateLimited, 503},
+		{"gho_lim13Uyon", ResultUnavailable, ReasonRateLimited, 503},
 	} {
 		t.Run(tc.token, func(t *testing.T) {
 			a := e.review(t, tc.token)
@@ -147,7 +147,7 @@ func TestReasonCodesLeadStatusErrorAndLabelTheReviewCounter(t *testing.T) {
 	t.Run("GitHub failing and saturated lookups are unavailable with their codes", func(t *testing.T) {
 		gh.InjectFault(githubapi.Fault{Status: 502})
 		t.Cleanup(gh.ClearFaults)
-		if a := e.review(t, "gho_new"); a.code != 503 || !strings.HasPrefix(a.Status.Error, "[github_unavailable] ") {
+		if a := e.review(t, "gho_new1yUoJp"); a.code != 503 || !strings.HasPrefix(a.Status.Error, "[github_unavailable] ") {
 			t.Fatalf("HTTP %d %q", a.code, a.Status.Error)
 		}
 		if got := Reason(e.h.lookup.(*cache).errSaturated); got != ReasonSaturated {

@@ -2,6 +2,8 @@ package tokenreview
 
 import (
 	"strings"
+
+	"github.com/octogate/octogate/internal/ghtoken"
 )
 
 // Token types, as TokenType names them, from GitHub's token prefixes
@@ -99,8 +101,34 @@ func plausibleToken(token string) bool {
 	return true
 }
 
-// offlineRefusal is the refusal of a token GitHub need not be asked about, or nil. It names
-// the token's type, never the token or its prefix.
+// errBadChecksum refuses a token whose checksum is wrong: GitHub issued no such token.
+var errBadChecksum = refused(ReasonBadChecksum, "the token's last six characters are not its checksum (GitHub's ghp_, gho_, ghu_, ghs_ and ghr_ tokens end with the CRC32 "+
+	"of the rest): it is mistyped, cut short or made up, and GitHub was not asked; copy the whole token again or get a new one")
+
+// checksumRefusal is errBadChecksum for a token of a checksummed prefix (ghtoken.Prefixes)
+// whose last six characters are not the base62 CRC32 of the characters between the prefix and
+// them, as GitHub's "Behind GitHub's new authentication token formats" describes
+// (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/;
+// package ghtoken). Fine-grained tokens (github_pat_) are not checked: GitHub has not
+// published their checksum. nil otherwise.
+func checksumRefusal(token string) error {
+	if ghtoken.Prefix(token) != "" && !ghtoken.Valid(token) {
+		return errBadChecksum
+	}
+	return nil
+}
+
+// offlineRefusal is the refusal of a token GitHub need not be asked about (its type, its
+// checksum), or nil.
+func (g *gitHub) offlineRefusal(token string) error {
+	if err := g.rules.offlineRefusal(TokenType(token)); err != nil {
+		return err
+	}
+	return checksumRefusal(token)
+}
+
+// offlineRefusal is the refusal of a token type GitHub need not be asked about, or nil. It
+// names the token's type, never the token or its prefix.
 func (r identityRules) offlineRefusal(typ string) error {
 	switch typ {
 	case TokenTypeInvalid:

@@ -22,7 +22,7 @@ func TestTokenType(t *testing.T) {
 		{madeUp("ghr_", 76), TokenTypeRefresh},
 		// GitHub's stateless installation token: ghs_<app id>_<JWT>.
 		{"ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxMjM0NTYifQ.c2lnbmF0dXJl", TokenTypeAppInstallation},
-		{"ghu_x0x0.x0x0", TokenTypeAppUser},
+		{"ghu_x0x01x2fIj.x0x0", TokenTypeAppUser},
 		{"0123456789abcdef0123456789abcdef01234567", TokenTypeLegacy},
 		{"alice-octogate-demo", TokenTypeLegacy},
 		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl", TokenTypeJWT},
@@ -31,8 +31,8 @@ func TestTokenType(t *testing.T) {
 		{"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0", TokenTypeInvalid},
 		{"eyJhbGciOiJSUzI1NiJ9", TokenTypeInvalid},
 		{"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", TokenTypeInvalid},
-		{"gho_abc def", TokenTypeInvalid},
-		{"gho_abc\u00e9", TokenTypeInvalid},
+		{"gho_abc0yKviM def", TokenTypeInvalid},
+		{"gho_abc0yKviM\u00e9", TokenTypeInvalid},
 		{"", TokenTypeLegacy},
 	} {
 		if got := TokenType(tc.token); got != tc.want {
@@ -45,7 +45,7 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
 	gh.AddUser(githubapi.User{Login: "octocat", ID: 1, Memberships: []githubapi.Membership{{Org: "acme"}},
-		Tokens: []string{"ghs_installation0123", "ghr_refresh0123", "ghp_classic0123", "gho_oauth0123",
+		Tokens: []string{"ghs_installation0123", "ghr_refresh0123", "ghp_classic012338boJD", "gho_oauth01232DSaGe",
 			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "0123456789abcdef0123456789abcdef01234567",
 			"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0", "eyJhbGciOiJSUzI1NiJ9", "x0x0.x0x0", "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxIn0.c2ln"}})
 	for _, tc := range []struct {
@@ -69,11 +69,11 @@ func TestTokensThatIdentifyNoUserOrOfRefusedTypesAreRefusedWithoutAskingGitHub(t
 			wantError: []string{"[invalid_token]", "not a GitHub token"}},
 		{name: "a stateless installation token (ghs_ and a JWT) identifies no user", token: "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiIxIn0.c2ln",
 			wantError: []string{"[not_user_token]", "app-installation"}},
-		{name: "classic PAT refused when the admin accepts only fine-grained and oauth", token: "ghp_classic0123",
+		{name: "classic PAT refused when the admin accepts only fine-grained and oauth", token: "ghp_classic012338boJD",
 			types: []string{"fine-grained", "oauth"}, wantError: []string{"[token_type_refused]", "classic", "fine-grained, oauth"}},
 		{name: "legacy 40-hex token refused when legacy is not accepted", token: "0123456789abcdef0123456789abcdef01234567",
 			types: []string{"classic", "oauth"}, wantError: []string{"[token_type_refused]", "legacy"}},
-		{name: "oauth token accepted by the same list", token: "gho_oauth0123", types: []string{"fine-grained", "oauth"}, wantAuth: true},
+		{name: "oauth token accepted by the same list", token: "gho_oauth01232DSaGe", types: []string{"fine-grained", "oauth"}, wantAuth: true},
 		{name: "legacy token accepted by default", token: "0123456789abcdef0123456789abcdef01234567", wantAuth: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

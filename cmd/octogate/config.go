@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -26,62 +27,66 @@ import (
 // source of every name and default. Each variable OCTOGATE_FOO_BAR also has the flag --foo-bar,
 // which overrides it.
 type serveConfig struct {
-	Listen                  string        `env:"OCTOGATE_LISTEN" envDefault:":8443" help:"TLS listen address for every route"`
-	TLSCertFile             string        `env:"OCTOGATE_TLS_CERT_FILE" help:"serving certificate (PEM), reloaded on change; unset: in-memory self-signed"`
-	TLSKeyFile              string        `env:"OCTOGATE_TLS_KEY_FILE" help:"serving key (PEM), reloaded on change"`
-	ClientCAFile            string        `env:"OCTOGATE_CLIENT_CA_FILE" help:"when set, webhook routes require a client certificate verified by this CA"`
-	GitHubAPIURL            string        `env:"OCTOGATE_GITHUB_API_URL" envDefault:"https://api.github.com/" help:"GitHub REST base (GitHub Enterprise: https://HOST/api/v3/)"`
-	GitHubCAFile            string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
-	GitHubOrgs              []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of, each optionally pinned to its numeric id (acme=2001,umbrella); * means any GitHub user"`
-	GitHubTokenTypes        []string      `env:"OCTOGATE_GITHUB_TOKEN_TYPES" envSeparator:"," envDefault:"classic,fine-grained,oauth,app-user,legacy" help:"comma list of GitHub token types accepted: classic, fine-grained, oauth, app-user, legacy; others are refused without asking GitHub"`
-	GitHubTimeout           time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
-	ActionsAudience         string        `env:"OCTOGATE_ACTIONS_AUDIENCE" help:"audience (aud) of GitHub Actions OIDC tokens /authenticate accepts; unset: Actions tokens are off"`
-	ActionsIssuer           string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
-	ActionsSubjects         []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
-	SessionIssuer           string        `env:"OCTOGATE_SESSION_ISSUER" help:"https URL clients and kube-apiserver reach this server at as a session issuer (token exchange, discovery, JWKS); unset: no sessions are issued"`
-	SessionAudiences        []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for; required with OCTOGATE_SESSION_ISSUER"`
-	SessionKeyFile          string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
-	SessionTTL              time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
-	SessionTrustIssuer      string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
-	SessionTrustCAFile      string        `env:"OCTOGATE_SESSION_TRUST_CA_FILE" help:"extra CA bundle for the trusted issuer's discovery document and keys"`
-	SessionAudience         string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER"`
-	RawGitHubTokens         bool          `env:"OCTOGATE_RAW_GITHUB_TOKENS" envDefault:"true" help:"accept raw GitHub tokens at /authenticate; false: refused with sessions_required (once every kubeconfig uses sessions)"`
-	UsernamePrefix          string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
-	UsernameFormat          string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
-	TokenCacheTTL           time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
-	TokenCacheNegativeTTL   time.Duration `env:"OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL" envDefault:"10s" help:"how long a refused token is cached"`
-	TokenCacheSize          int           `env:"OCTOGATE_TOKEN_CACHE_SIZE" envDefault:"10000" help:"maximum cached tokens (LRU)"`
-	GitHubConditionalBytes  int           `env:"OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES" envDefault:"1048576" help:"memory for the GitHub answers kept per token to revalidate them with conditional requests (a 304 costs no rate limit; about 10 KiB per active user); -1: no conditional requests"`
-	GCHeapTarget            int64         `env:"OCTOGATE_GC_HEAP_TARGET" envDefault:"0" help:"bytes of heap the garbage collector may fill before it runs when the live heap is small (fewer collections, less CPU per request); 0: 70% of GOMEMLIMIT when set, else 24 MiB; -1: off (GOGC alone); a set GOGC turns it off"`
-	PolicyFile              string        `env:"OCTOGATE_POLICY_FILE" help:"authorization policy file; unset: /authorize answers no opinion"`
-	AdminGroups             []string      `env:"OCTOGATE_ADMIN_GROUPS" envSeparator:"," help:"comma list of groups that may change creator annotations"`
-	OwnerClusterRole        string        `env:"OCTOGATE_OWNER_CLUSTERROLE" envDefault:"admin" help:"ClusterRole bound to a namespace's creator"`
-	DefaultQuotaFile        string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
-	NamespaceTemplatesFile  string        `env:"OCTOGATE_NAMESPACE_TEMPLATES_FILE" help:"namespace templates (NamespaceTemplates YAML): objects, name rules and limits per creator; reloaded on change"`
-	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
-	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"50" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
-	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"100" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
-	ProxyRBAC               bool          `env:"OCTOGATE_PROXY_RBAC" envDefault:"false" help:"keep the ClusterRoles and ClusterRoleBindings that give the proxy's groups (octogate:rule:NAME, octogate:owner) what the policy allows; needs the controller, and escalate and bind on clusterroles"`
-	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
-	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
-	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
-	MaxInflight             int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After; 0: max(64, 32 x GOMAXPROCS)"`
-	ShutdownDelay           time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
-	ShutdownTimeout         time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
-	GitHubWebhookSecret     string        `env:"OCTOGATE_GITHUB_WEBHOOK_SECRET" help:"secret of the GitHub org webhook delivered to POST /github/webhook; unset: the route answers 404"`
-	GitHubWebhookRate       float64       `env:"OCTOGATE_GITHUB_WEBHOOK_RATE" envDefault:"500" help:"signed GitHub deliveries per second POST /github/webhook handles (bursts of as many); beyond it a delivery waits up to 1s for its turn, then gets 503, so a flood leaves the CPU to kube-apiserver's reviews; 1 to 1000000, or 0: no limit"`
-	Namespace               string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations and removals ConfigMaps) outside a cluster; in a pod: the pod's namespace"`
-	OrphanOwnerGroup        string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
-	GitHubOrgTokenFile      string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators and to confirm a member_removed webhook delivery before orphaning, re-read on change; unset: no check"`
-	MembershipResync        time.Duration `env:"OCTOGATE_MEMBERSHIP_RESYNC" envDefault:"1h" help:"period of the membership check of namespace creators, spread over the period"`
-	ProxyListen             string        `env:"OCTOGATE_PROXY_LISTEN" help:"TLS listen address of the impersonating proxy kubectl talks to in place of kube-apiserver (managed clusters: docs/managed-clusters.md); unset: no proxy"`
-	ProxyTLSCertFile        string        `env:"OCTOGATE_PROXY_TLS_CERT_FILE" help:"the proxy's serving certificate (PEM), reloaded on change; unset: OCTOGATE_TLS_CERT_FILE"`
-	ProxyTLSKeyFile         string        `env:"OCTOGATE_PROXY_TLS_KEY_FILE" help:"the proxy's serving key (PEM), reloaded on change; unset: OCTOGATE_TLS_KEY_FILE"`
-	ProxyServiceAccount     string        `env:"OCTOGATE_PROXY_SERVICE_ACCOUNT" help:"NAMESPACE/NAME of the ServiceAccount the proxy forwards as (its RBAC: impersonate only); its tokens come from the TokenRequest API; unset: the controller's own credentials"`
-	ProxyMaxInflight        int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT" envDefault:"400" help:"the proxy's short requests in flight, all users; beyond it 429 with Retry-After"`
-	ProxyMaxInflightPerUser int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER" envDefault:"50" help:"one user's short requests in flight through the proxy"`
-	ProxyMaxWatches         int           `env:"OCTOGATE_PROXY_MAX_WATCHES" envDefault:"4000" help:"the proxy's long-running requests (watches, exec, attach, port-forward, followed logs), all users"`
-	ProxyMaxWatchesPerUser  int           `env:"OCTOGATE_PROXY_MAX_WATCHES_PER_USER" envDefault:"200" help:"one user's long-running requests through the proxy"`
+	Listen                   string        `env:"OCTOGATE_LISTEN" envDefault:":8443" help:"TLS listen address for every route"`
+	TLSCertFile              string        `env:"OCTOGATE_TLS_CERT_FILE" help:"serving certificate (PEM), reloaded on change; unset: in-memory self-signed"`
+	TLSKeyFile               string        `env:"OCTOGATE_TLS_KEY_FILE" help:"serving key (PEM), reloaded on change"`
+	ClientCAFile             string        `env:"OCTOGATE_CLIENT_CA_FILE" help:"when set, webhook routes require a client certificate verified by this CA"`
+	ReviewsWithoutClientCert bool          `env:"OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT" envDefault:"false" help:"serve /authenticate and /authorize although OCTOGATE_CLIENT_CA_FILE is unset, to anyone who reaches the port; false: without a client CA they are not served (the proxy decides in-process)"`
+	GitHubAPIURL             string        `env:"OCTOGATE_GITHUB_API_URL" envDefault:"https://api.github.com/" help:"GitHub REST base (GitHub Enterprise: https://HOST/api/v3/)"`
+	GitHubCAFile             string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
+	GitHubOrgs               []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of, each optionally pinned to its numeric id (acme=2001,umbrella); * means any GitHub user"`
+	GitHubTokenTypes         []string      `env:"OCTOGATE_GITHUB_TOKEN_TYPES" envSeparator:"," envDefault:"classic,fine-grained,oauth,app-user,legacy" help:"comma list of GitHub token types accepted: classic, fine-grained, oauth, app-user, legacy; others are refused without asking GitHub"`
+	GitHubTimeout            time.Duration `env:"OCTOGATE_GITHUB_TIMEOUT" envDefault:"5s" help:"timeout of each GitHub call"`
+	ActionsAudience          string        `env:"OCTOGATE_ACTIONS_AUDIENCE" help:"audience (aud) of GitHub Actions OIDC tokens /authenticate accepts; unset: Actions tokens are off"`
+	ActionsIssuer            string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
+	ActionsSubjects          []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
+	SessionIssuer            string        `env:"OCTOGATE_SESSION_ISSUER" help:"https URL clients and kube-apiserver reach this server at as a session issuer (token exchange, discovery, JWKS); unset: no sessions are issued"`
+	SessionAudiences         []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for; required with OCTOGATE_SESSION_ISSUER"`
+	SessionKeyFile           string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
+	SessionTTL               time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
+	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
+	SessionTrustCAFile       string        `env:"OCTOGATE_SESSION_TRUST_CA_FILE" help:"extra CA bundle for the trusted issuer's discovery document and keys"`
+	SessionAudience          string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER"`
+	RawGitHubTokens          bool          `env:"OCTOGATE_RAW_GITHUB_TOKENS" envDefault:"true" help:"accept raw GitHub tokens at /authenticate; false: refused with sessions_required (once every kubeconfig uses sessions)"`
+	UsernamePrefix           string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
+	UsernameFormat           string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
+	TokenCacheTTL            time.Duration `env:"OCTOGATE_TOKEN_CACHE_TTL" envDefault:"60s" help:"how long a successful TokenReview is cached"`
+	TokenCacheNegativeTTL    time.Duration `env:"OCTOGATE_TOKEN_CACHE_NEGATIVE_TTL" envDefault:"10s" help:"how long a refused token is cached"`
+	TokenCacheSize           int           `env:"OCTOGATE_TOKEN_CACHE_SIZE" envDefault:"10000" help:"maximum cached identities (LRU); as many refusals are cached apart"`
+	NewTokenRate             float64       `env:"OCTOGATE_NEW_TOKEN_RATE" envDefault:"20" help:"GitHub lookups per second of tokens without a cached identity, at /authenticate and again at the token exchange and the proxy together (bursts of 5 seconds' worth); beyond it 503 at /authenticate, 429 at the others"`
+	ClientNewTokenRate       float64       `env:"OCTOGATE_CLIENT_NEW_TOKEN_RATE" envDefault:"0.5" help:"GitHub lookups per second of new tokens one client address may cause at the token exchange and the proxy (bursts of 5 seconds' worth, at least 5); beyond it 429 with Retry-After"`
+	TrustedProxies           []string      `env:"OCTOGATE_TRUSTED_PROXIES" envSeparator:"," help:"comma list of CIDR prefixes or addresses of proxies in front of the token exchange and the proxy whose X-Forwarded-For names the client; unset: the connection's peer is the client"`
+	GitHubConditionalBytes   int           `env:"OCTOGATE_GITHUB_CONDITIONAL_CACHE_BYTES" envDefault:"1048576" help:"memory for the GitHub answers kept per token to revalidate them with conditional requests (a 304 costs no rate limit; about 10 KiB per active user); -1: no conditional requests"`
+	GCHeapTarget             int64         `env:"OCTOGATE_GC_HEAP_TARGET" envDefault:"0" help:"bytes of heap the garbage collector may fill before it runs when the live heap is small (fewer collections, less CPU per request); 0: 70% of GOMEMLIMIT when set, else 24 MiB; -1: off (GOGC alone); a set GOGC turns it off"`
+	PolicyFile               string        `env:"OCTOGATE_POLICY_FILE" help:"authorization policy file; unset: /authorize answers no opinion"`
+	AdminGroups              []string      `env:"OCTOGATE_ADMIN_GROUPS" envSeparator:"," help:"comma list of groups that may change creator annotations"`
+	OwnerClusterRole         string        `env:"OCTOGATE_OWNER_CLUSTERROLE" envDefault:"admin" help:"ClusterRole bound to a namespace's creator"`
+	DefaultQuotaFile         string        `env:"OCTOGATE_DEFAULT_QUOTA_FILE" help:"ResourceQuota spec (YAML) created in every owned namespace"`
+	NamespaceTemplatesFile   string        `env:"OCTOGATE_NAMESPACE_TEMPLATES_FILE" help:"namespace templates (NamespaceTemplates YAML): objects, name rules and limits per creator; reloaded on change"`
+	Controller               bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
+	KubeAPIQPS               float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"50" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
+	KubeAPIBurst             int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"100" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
+	ProxyRBAC                bool          `env:"OCTOGATE_PROXY_RBAC" envDefault:"false" help:"keep the ClusterRoles and ClusterRoleBindings that give the proxy's groups (octogate:rule:NAME, octogate:owner) what the policy allows; needs the controller, and escalate and bind on clusterroles"`
+	LeaderElect              bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
+	LeaderElectionNamespace  string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
+	LogFormat                string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
+	MaxInflight              int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After; 0: max(64, 32 x GOMAXPROCS)"`
+	ShutdownDelay            time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
+	ShutdownTimeout          time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
+	GitHubWebhookSecret      string        `env:"OCTOGATE_GITHUB_WEBHOOK_SECRET" help:"secret of the GitHub org webhook delivered to POST /github/webhook; unset: the route answers 404"`
+	GitHubWebhookRate        float64       `env:"OCTOGATE_GITHUB_WEBHOOK_RATE" envDefault:"500" help:"signed GitHub deliveries per second POST /github/webhook handles (bursts of as many); beyond it a delivery waits up to 1s for its turn, then gets 503, so a flood leaves the CPU to kube-apiserver's reviews; 1 to 1000000, or 0: no limit"`
+	Namespace                string        `env:"OCTOGATE_NAMESPACE" help:"octogate's own namespace (revocations and removals ConfigMaps) outside a cluster; in a pod: the pod's namespace"`
+	OrphanOwnerGroup         string        `env:"OCTOGATE_ORPHAN_OWNER_GROUP" help:"group bound as owner of namespaces whose creator left the GitHub org (e.g. github:acme/platform); unset: none"`
+	GitHubOrgTokenFile       string        `env:"OCTOGATE_GITHUB_ORG_TOKEN_FILE" help:"GitHub token (read:org) for the periodic membership check of namespace creators and to confirm a member_removed webhook delivery before orphaning, re-read on change; unset: no check"`
+	MembershipResync         time.Duration `env:"OCTOGATE_MEMBERSHIP_RESYNC" envDefault:"1h" help:"period of the membership check of namespace creators, spread over the period"`
+	ProxyListen              string        `env:"OCTOGATE_PROXY_LISTEN" help:"TLS listen address of the impersonating proxy kubectl talks to in place of kube-apiserver (managed clusters: docs/managed-clusters.md); unset: no proxy"`
+	ProxyTLSCertFile         string        `env:"OCTOGATE_PROXY_TLS_CERT_FILE" help:"the proxy's serving certificate (PEM), reloaded on change; unset: OCTOGATE_TLS_CERT_FILE"`
+	ProxyTLSKeyFile          string        `env:"OCTOGATE_PROXY_TLS_KEY_FILE" help:"the proxy's serving key (PEM), reloaded on change; unset: OCTOGATE_TLS_KEY_FILE"`
+	ProxyServiceAccount      string        `env:"OCTOGATE_PROXY_SERVICE_ACCOUNT" help:"NAMESPACE/NAME of the ServiceAccount the proxy forwards as (its RBAC: impersonate only); its tokens come from the TokenRequest API; unset: the controller's own credentials"`
+	ProxyMaxInflight         int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT" envDefault:"400" help:"the proxy's short requests in flight, all users; beyond it 429 with Retry-After"`
+	ProxyMaxInflightPerUser  int           `env:"OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER" envDefault:"50" help:"one user's short requests in flight through the proxy"`
+	ProxyMaxWatches          int           `env:"OCTOGATE_PROXY_MAX_WATCHES" envDefault:"4000" help:"the proxy's long-running requests (watches, exec, attach, port-forward, followed logs), all users"`
+	ProxyMaxWatchesPerUser   int           `env:"OCTOGATE_PROXY_MAX_WATCHES_PER_USER" envDefault:"200" help:"one user's long-running requests through the proxy"`
 }
 
 // flagName turns OCTOGATE_FOO_BAR into foo-bar.
@@ -139,6 +144,7 @@ func loadServeConfig(lookup func(string) (string, bool), fs *pflag.FlagSet) (ser
 	cfg.AdminGroups = trimList(cfg.AdminGroups)
 	cfg.ActionsSubjects = trimList(cfg.ActionsSubjects)
 	cfg.SessionAudiences = trimList(cfg.SessionAudiences)
+	cfg.TrustedProxies = trimList(cfg.TrustedProxies)
 	return cfg, cfg.validate()
 }
 
@@ -170,6 +176,18 @@ func explainEnvError(err error, vars map[string]string) error {
 		}
 	}
 	return agg.Errors[0]
+}
+
+// maxNewTokenRate bounds OCTOGATE_NEW_TOKEN_RATE and OCTOGATE_CLIENT_NEW_TOKEN_RATE: beyond it a
+// limiter's burst (five seconds' worth) would not fit the rate limiter's int.
+const maxNewTokenRate = 1_000_000
+
+// trustedProxiesError is what is wrong with OCTOGATE_TRUSTED_PROXIES, or "".
+func trustedProxiesError(items []string) string {
+	if _, err := clientaddr.New(items); err != nil {
+		return "a comma list of CIDR prefixes (10.0.0.0/8) or IP addresses: " + err.Error()
+	}
+	return ""
 }
 
 // maxWebhookRate is the largest OCTOGATE_GITHUB_WEBHOOK_RATE: above it the limiter's burst
@@ -245,6 +263,12 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_KUBE_API_QPS", fmt.Sprint(c.KubeAPIQPS), "a positive number of requests per second")
 	case c.KubeAPIBurst < 1:
 		return bad("OCTOGATE_KUBE_API_BURST", fmt.Sprint(c.KubeAPIBurst), "a positive number of requests")
+	case !(c.NewTokenRate > 0) || c.NewTokenRate > maxNewTokenRate:
+		return bad("OCTOGATE_NEW_TOKEN_RATE", fmt.Sprint(c.NewTokenRate), fmt.Sprintf("a positive number of lookups per second, at most %d", maxNewTokenRate))
+	case !(c.ClientNewTokenRate > 0) || c.ClientNewTokenRate > maxNewTokenRate:
+		return bad("OCTOGATE_CLIENT_NEW_TOKEN_RATE", fmt.Sprint(c.ClientNewTokenRate), fmt.Sprintf("a positive number of lookups per second, at most %d", maxNewTokenRate))
+	case trustedProxiesError(c.TrustedProxies) != "":
+		return bad("OCTOGATE_TRUSTED_PROXIES", strings.Join(c.TrustedProxies, ","), trustedProxiesError(c.TrustedProxies))
 	case c.OwnerClusterRole == "":
 		return bad("OCTOGATE_OWNER_CLUSTERROLE", c.OwnerClusterRole, "a ClusterRole name")
 	}
@@ -362,6 +386,12 @@ func (c serveConfig) warnings() []string {
 	}
 	if c.ProxyListen != "" && !c.ProxyRBAC {
 		w = append(w, "OCTOGATE_PROXY_LISTEN is set without OCTOGATE_PROXY_RBAC=true: the policy's Allow rules and the owner rules take no effect through the proxy (kube-apiserver's RBAC alone allows); Deny rules still do")
+	}
+	if c.ReviewsWithoutClientCert && c.ClientCAFile == "" {
+		w = append(w, "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true without OCTOGATE_CLIENT_CA_FILE: anyone who reaches this port can test tokens at /authenticate and ask /authorize for decisions; serve them with a client CA, or let the proxy decide in-process")
+	}
+	if c.ReviewsWithoutClientCert && c.ClientCAFile != "" {
+		w = append(w, "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true does nothing with OCTOGATE_CLIENT_CA_FILE set: /authenticate and /authorize are served to kube-apiserver's client certificate")
 	}
 	if c.TokenCacheTTL > maxTokenCacheTTL {
 		w = append(w, fmt.Sprintf("OCTOGATE_TOKEN_CACHE_TTL=%q is above kube-apiserver's default token webhook cache TTL (%v): a revoked token or a user who left the organization keeps access for up to the sum of both; keep it below %v",

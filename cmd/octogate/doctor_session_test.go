@@ -52,9 +52,9 @@ func TestDoctorRunsTheSessionExchange(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
 	gh.AddOrg("acme", 2001)
-	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{"gho_sdoctor_alice"},
+	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{"gho_sdoctor_alice0TP4pK"},
 		Memberships: []githubapi.Membership{{Org: "acme"}}, Teams: []githubapi.Team{{Org: "acme", Name: "Platform"}}})
-	gh.AddUser(githubapi.User{Login: "carol", ID: 1003, Tokens: []string{"gho_sdoctor_carol"}})
+	gh.AddUser(githubapi.User{Login: "carol", ID: 1003, Tokens: []string{"gho_sdoctor_carol1Xkrdy"}})
 	issuer, ca := doctorIssuer(t, gh.URL())
 	down, downCA := doctorIssuer(t, "http://127.0.0.1:1/")
 
@@ -65,20 +65,20 @@ func TestDoctorRunsTheSessionExchange(t *testing.T) {
 		wantCode int
 		wantOut  []string
 	}{
-		{name: "a member gets a session and its identity", token: "gho_sdoctor_alice",
+		{name: "a member gets a session and its identity", token: "gho_sdoctor_alice0TP4pK",
 			args: []string{"--session-issuer", issuer, "--audience", "cluster-a", "--session-ca-file", ca}, wantCode: 0,
 			wantOut: []string{"exchange: " + issuer + "/oauth2/token for audience cluster-a", "result:   accepted: a session for cluster-a until",
 				"username: github:alice:1001", "uid:      1001", "github:acme/platform"}},
-		{name: "a non-member's invalid_grant is explained by its reason code", token: "gho_sdoctor_carol",
+		{name: "a non-member's invalid_grant is explained by its reason code", token: "gho_sdoctor_carol1Xkrdy",
 			args: []string{"--session-issuer", issuer, "--audience", "cluster-a", "--session-ca-file", ca}, wantCode: 1,
 			wantOut: []string{"result:   refused (HTTP 400)", "error:    invalid_grant", "reason:   not_member", "detail:   [not_member] GitHub user carol", "fix:      ask an owner"}},
-		{name: "an audience the issuer does not serve is invalid_target", token: "gho_sdoctor_alice",
+		{name: "an audience the issuer does not serve is invalid_target", token: "gho_sdoctor_alice0TP4pK",
 			args: []string{"--session-issuer", issuer, "--audience", "cluster-z", "--session-ca-file", ca}, wantCode: 1,
 			wantOut: []string{"error:    invalid_target", "OCTOGATE_SESSION_AUDIENCES", "means:    the issuer does not mint sessions for this audience"}},
-		{name: "an issuer that cannot reach GitHub is unavailable, not a refusal", token: "gho_sdoctor_alice",
+		{name: "an issuer that cannot reach GitHub is unavailable, not a refusal", token: "gho_sdoctor_alice0TP4pK",
 			args: []string{"--session-issuer", down, "--audience", "cluster-a", "--session-ca-file", downCA, "--timeout", "5s"}, wantCode: 2,
 			wantOut: []string{"result:   unavailable (HTTP 503)", "error:    temporarily_unavailable", "this is not a refusal", "reason:   github_unavailable"}},
-		{name: "an unreachable issuer is unavailable", token: "gho_sdoctor_alice",
+		{name: "an unreachable issuer is unavailable", token: "gho_sdoctor_alice0TP4pK",
 			args: []string{"--session-issuer", "https://127.0.0.1:1", "--audience", "cluster-a"}, wantCode: 2,
 			wantOut: []string{"result:   unavailable", "could not be reached"}},
 	} {
@@ -103,7 +103,7 @@ func TestDoctorRunsTheSessionExchange(t *testing.T) {
 
 	t.Run("the issuer and audience come from the kubeconfig's exec args", func(t *testing.T) {
 		isolate(t)
-		t.Setenv(envGitHubToken, "gho_sdoctor_carol")
+		t.Setenv(envGitHubToken, "gho_sdoctor_carol1Xkrdy")
 		stderr := &syncBuffer{}
 		kc, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443",
 			"--ca", filepath.Join("..", "..", "credential", "testdata", "ca.crt"),

@@ -29,6 +29,7 @@ import (
 	"github.com/octogate/octogate/admission"
 	"github.com/octogate/octogate/certs"
 	"github.com/octogate/octogate/githubwebhook"
+	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/proxy"
@@ -122,6 +123,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		CacheTTL:       cfg.TokenCacheTTL,
 		NegativeTTL:    cfg.TokenCacheNegativeTTL,
 		CacheSize:      cfg.TokenCacheSize,
+		// Bounds what a flood of unknown tokens costs GitHub (docs/identity.md).
+		NewTokenRate:       cfg.NewTokenRate,
+		ClientNewTokenRate: cfg.ClientNewTokenRate,
 		// Conditional requests: https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate
 		ConditionalCacheBytes: cfg.GitHubConditionalBytes,
 		// Half the /authenticate in-flight budget: lookups waiting on a slow GitHub leave the
@@ -225,8 +229,15 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	server.Handle("/authenticate", "authenticate", authn, webhooks.WithMaxBodyBytes(authn.MaxBodyBytes()))
-	server.Handle("/authorize", "authorize", authz)
+	if cfg.ClientCAFile != "" || cfg.ReviewsWithoutClientCert {
+		server.Handle("/authenticate", "authenticate", authn, webhooks.WithMaxBodyBytes(authn.MaxBodyBytes()))
+		server.Handle("/authorize", "authorize", authz)
+	} else {
+		// Without a client CA anyone who reaches the port could ask: /authenticate would be a
+		// token oracle and an amplifier towards GitHub. The proxy decides in-process.
+		log.Info("/authenticate and /authorize are not served: OCTOGATE_CLIENT_CA_FILE is unset, so kube-apiserver could not be told from anyone else " +
+			"(OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true serves them to anyone)")
+	}
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
@@ -440,6 +451,7 @@ func newProxy(cfg serveConfig, mgr manager.Manager, authn *tokenreview.Handler, 
 		UpstreamCredentials: creds,
 		Authenticator:       authn,
 		Authorizer:          authz,
+		ClientAddr:          clientAddrs(cfg),
 		Limits: proxy.Limits{
 			MaxInflight:        cfg.ProxyMaxInflight,
 			MaxInflightPerUser: cfg.ProxyMaxInflightPerUser,
@@ -467,4 +479,11 @@ func newProxy(cfg serveConfig, mgr manager.Manager, authn *tokenreview.Handler, 
 		return nil, namedError(err)
 	}
 	return &proxyServer{server: srv, ready: p.Ready}, nil
+}
+
+// clientAddrs finds the client address of a request at the public doors (token exchange,
+// proxy), trusting X-Forwarded-For from OCTOGATE_TRUSTED_PROXIES (validated by loadServeConfig).
+func clientAddrs(cfg serveConfig) clientaddr.Resolver {
+	r, _ := clientaddr.New(cfg.TrustedProxies)
+	return r
 }

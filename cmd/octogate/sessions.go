@@ -83,7 +83,7 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 		return namedError(err)
 	}
 	discovery, jwks, token := session.Routes(cfg.SessionIssuer)
-	h := session.NewTokenHandler(x)
+	h := session.NewTokenHandler(x, session.WithClientAddr(clientAddrs(cfg)))
 	server.Handle(token, "session-token", h, webhooks.WithoutClientCert(),
 		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))

@@ -348,7 +348,7 @@ func TestServeFixture(t *testing.T) {
 	go func() { done <- Serve(ctx, l, f) }()
 
 	hc := &http.Client{Transport: &oauth2.Transport{
-		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "gho_demo_octocat"}),
+		Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "gho_demo_octocat33yZwT"}),
 	}}
 	c, err := github.NewClient(hc).WithEnterpriseURLs("http://"+l.Addr().String()+"/", "http://"+l.Addr().String()+"/")
 	if err != nil {

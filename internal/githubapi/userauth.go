@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/octogate/octogate/internal/ghtoken"
 )
 
 // User access tokens beyond the device flow, as GitHub serves them:
@@ -77,7 +79,7 @@ func (s *Server) ExpireToken(tok string) {
 // OAuth app, a gho_ token with the granted scopes and no expiry.
 func (s *Server) issueLocked(d *DeviceFlow, login, scope string) url.Values {
 	if !d.GitHubApp {
-		tok := "gho_" + randomHex(18)
+		tok := ghtoken.Mint("gho_" + randomHex(15))
 		s.tokens[tok] = &token{login: login, sso: map[string]bool{}}
 		return url.Values{
 			"access_token": {tok},
@@ -93,7 +95,7 @@ func (s *Server) issueLocked(d *DeviceFlow, login, scope string) url.Values {
 		refreshIn = defaultRefreshTokenExpiresIn
 	}
 	now := time.Now()
-	tok, rt := "ghu_"+randomHex(18), "ghr_"+randomHex(38)
+	tok, rt := ghtoken.Mint("ghu_"+randomHex(15)), ghtoken.Mint("ghr_"+randomHex(36))
 	s.tokens[tok] = &token{login: login, sso: map[string]bool{}, expires: now.Add(time.Duration(expiresIn) * time.Second)}
 	s.refreshes[rt] = &refreshToken{login: login, access: tok, expires: now.Add(time.Duration(refreshIn) * time.Second)}
 	// A GitHub App's permissions come from the app, not from scopes: scope is empty.

@@ -179,10 +179,13 @@ func TestPodsMountOnlyTheClientCACertificate(t *testing.T) {
 		})
 	}
 	t.Run("without clientAuth no client CA is mounted", func(t *testing.T) {
-		o := e.render(t, "--set", orgs, "--set", "clientAuth.enabled=false")
+		o := e.render(t, "--set", orgs, "--set", "clientAuth.enabled=false", "--set", "clientAuth.reviewsWithoutClientCert=true")
 		pod := get[appsv1.Deployment](t, o, "Deployment", fullname).Spec.Template.Spec
 		if _, ok := envMap(pod.Containers[0])["OCTOGATE_CLIENT_CA_FILE"]; ok {
 			t.Error("OCTOGATE_CLIENT_CA_FILE set")
+		}
+		if v := envMap(pod.Containers[0])["OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT"]; v != "true" {
+			t.Errorf("OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT = %q, want true as asked", v)
 		}
 		for _, v := range pod.Volumes {
 			if v.Projected != nil && len(v.Projected.Sources) != 1 {

@@ -129,6 +129,11 @@ func TestProxyEnabled(t *testing.T) {
 		if _, ok := env["OCTOGATE_CLIENT_CA_FILE"]; ok {
 			t.Error("OCTOGATE_CLIENT_CA_FILE set with clientAuth.enabled=false")
 		}
+		// Without a client certificate, /authenticate and /authorize are not served: the
+		// proxy decides in-process.
+		if v, ok := env["OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT"]; ok {
+			t.Errorf("OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT = %q with the proxy; want it unset (false)", v)
+		}
 		plain := get[appsv1.Deployment](t, e.render(t, proxyArgs...), "Deployment", fullname).Spec.Template.Spec.Containers[0]
 		for _, k := range []string{"OCTOGATE_PROXY_MAX_INFLIGHT", "OCTOGATE_PROXY_MAX_INFLIGHT_PER_USER", "OCTOGATE_PROXY_MAX_WATCHES_PER_USER"} {
 			if _, ok := envMap(plain)[k]; ok {
@@ -350,6 +355,7 @@ func TestProxyBadValuesFailAtInstall(t *testing.T) {
 	}{
 		{name: "no hosts", args: []string{"--set", "proxy.enabled=true", "--set", "clientAuth.enabled=false"}, want: "proxy.hosts is required"},
 		{name: "client certificates required", args: []string{"--set", "proxy.enabled=true", "--set", "proxy.hosts={kube.example.com}"}, want: "clientAuth.enabled=false"},
+		{name: "no client certificates and no proxy: reviews served to anyone only when asked", args: []string{"--set", "clientAuth.enabled=false"}, want: "clientAuth.reviewsWithoutClientCert=true"},
 		{name: "proxy RBAC without the controller", args: []string{"--set", "proxy.enabled=true", "--set", "proxy.hosts={kube.example.com}",
 			"--set", "clientAuth.enabled=false", "--set", "ownership.enabled=false"}, want: "proxy.rbac needs ownership.enabled"},
 		{name: "a URL as a host", args: []string{"--set", "proxy.hosts={https://kube.example.com}"}, want: "hosts"},

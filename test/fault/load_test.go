@@ -169,9 +169,10 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 // TestOverload sends 2,000 concurrent requests (half of them reviews of new tokens that wait
 // 200 ms on GitHub) to a server with OCTOGATE_MAX_INFLIGHT=8, each on its own keep-alive
 // connection opened beforehand (as kube-apiserver's connection pool would be): each one is
-// answered 200, 429 with Retry-After, or (a new token beyond the GitHub lookup cap) 503 saying
-// lookups are saturated; none hangs; /metrics and /healthz answer during the
-// burst; the process stays up with bounded memory and serves normally afterwards.
+// answered 200, 429 with Retry-After, or (a new token beyond the GitHub lookup cap or the rate
+// of new tokens) 503 saying lookups are saturated or throttled; none hangs; /metrics and
+// /healthz answer during the burst; the process stays up with bounded memory and serves
+// normally afterwards.
 func TestOverload(t *testing.T) {
 	gh := newGitHub(t)
 	o := startOctogate(t, gh, "", "OCTOGATE_MAX_INFLIGHT=8")
@@ -245,6 +246,9 @@ func TestOverload(t *testing.T) {
 				key = "200 with a wrong answer: " + a.String()
 			case a.code == 503 && strings.Contains(a.Status.Error, "saturated"):
 				key = "503 saturated"
+			case a.code == 503 && strings.HasPrefix(a.Status.Error, "[throttled]") && a.retryAfter != "":
+				// Beyond OCTOGATE_NEW_TOKEN_RATE, a new token is not looked up.
+				key = "503 throttled"
 			case a.code != 200 && a.code != 429:
 				key += " " + a.String()
 			}
@@ -288,11 +292,11 @@ func TestOverload(t *testing.T) {
 
 	t.Logf("%d concurrent requests answered in %v: %v; VmRSS idle %d MiB, with %d connections %d MiB, peak sampled %d MiB, VmHWM %d MiB",
 		clients, took.Round(time.Millisecond), counts, idle["VmRSS"]>>20, clients, warm["VmRSS"]>>20, peakRSS>>20, after["VmHWM"]>>20)
-	if counts["200"]+counts["429"]+counts["503 saturated"] != clients {
-		t.Errorf("answers other than 200, 429 with Retry-After and 503 saturated: %v", counts)
+	if counts["200"]+counts["429"]+counts["503 saturated"]+counts["503 throttled"] != clients {
+		t.Errorf("answers other than 200, 429 with Retry-After, 503 saturated and 503 throttled: %v", counts)
 	}
-	if counts["200"] == 0 || counts["429"]+counts["503 saturated"] == 0 {
-		t.Errorf("want both served (200) and shed (429, 503 saturated) requests: %v", counts)
+	if counts["200"] == 0 || counts["429"]+counts["503 saturated"]+counts["503 throttled"] == 0 {
+		t.Errorf("want both served (200) and shed (429, 503 saturated or throttled) requests: %v", counts)
 	}
 	if len(exempt) > 0 {
 		t.Errorf("health or metrics failed during the burst: %v", exempt)

@@ -27,6 +27,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/internal/githubapi"
 )
 
@@ -73,8 +74,8 @@ func goTool() string {
 // The GitHub organization of the test users and the tokens of the users every test has.
 const (
 	org        = "acme"
-	aliceToken = "gho_alice_fault"
-	bobToken   = "gho_bob_fault"
+	aliceToken = "gho_alice_fault48dAAt"
+	bobToken   = "gho_bob_fault0gNwGR"
 	aliceID    = 1001
 	bobID      = 1002
 	// aliceUser is alice's username in the default format, login:id.
@@ -104,6 +105,9 @@ func newGitHub(t *testing.T) *githubapi.Server {
 // addToken gives alice a new token that octogate has never seen.
 func addToken(t testing.TB, gh *githubapi.Server, tok string) string {
 	t.Helper()
+	if ghtoken.Prefix(tok) != "" && !ghtoken.Valid(tok) {
+		tok = ghtoken.Mint(tok) // GitHub's tokens carry a checksum octogate checks
+	}
 	if err := gh.AddToken("Alice", tok); err != nil {
 		t.Fatal(err)
 	}

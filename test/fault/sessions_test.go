@@ -131,7 +131,7 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 	if status, m := exchange(aliceToken, "cluster-z"); status != 400 || m["error"] != "invalid_target" {
 		t.Errorf("exchange for an audience not served: HTTP %d %v", status, m)
 	}
-	if status, m := exchange("gho_nobody", "cluster-a"); status != 400 || m["error"] != "invalid_grant" ||
+	if status, m := exchange("gho_nobody1o3ySR", "cluster-a"); status != 400 || m["error"] != "invalid_grant" ||
 		!strings.HasPrefix(fmt.Sprint(m["error_description"]), "[invalid_token] ") {
 		t.Errorf("exchange of an unknown token: HTTP %d %v", status, m)
 	}

@@ -449,6 +449,9 @@ proxy.hosts (the first is the CN), then the proxy Service's in-cluster names. */
 {{/* Values the proxy cannot run without; rendered by the Deployment so that a bad combination
 stops the install with a message naming the values. */}}
 {{- define "octogate.proxyCheck" -}}
+{{- if and (not .Values.clientAuth.enabled) (not .Values.proxy.enabled) (not .Values.clientAuth.reviewsWithoutClientCert) }}
+{{- fail "clientAuth.enabled=false without proxy.enabled: octogate serves /authenticate and /authorize without a client certificate only when told to, since anyone who reaches the Service could then test tokens; set clientAuth.reviewsWithoutClientCert=true to serve them to kube-apiserver that way, or keep clientAuth.enabled=true" }}
+{{- end }}
 {{- if .Values.proxy.enabled }}
 {{- if and (not .Values.proxy.hosts) (not .Values.proxy.tls.existingSecret) }}
 {{- fail "proxy.hosts is required with proxy.enabled: the names (or IPs) kubectl reaches the proxy at, e.g. --set 'proxy.hosts={kube.example.com}'; point that name at the load balancer's address after the install (or set proxy.tls.existingSecret)" }}
