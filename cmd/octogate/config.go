@@ -31,7 +31,7 @@ type serveConfig struct {
 	TLSCertFile              string        `env:"OCTOGATE_TLS_CERT_FILE" help:"serving certificate (PEM), reloaded on change; unset: in-memory self-signed"`
 	TLSKeyFile               string        `env:"OCTOGATE_TLS_KEY_FILE" help:"serving key (PEM), reloaded on change"`
 	ClientCAFile             string        `env:"OCTOGATE_CLIENT_CA_FILE" help:"when set, webhook routes require a client certificate verified by this CA"`
-	ReviewsWithoutClientCert bool          `env:"OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT" envDefault:"false" help:"serve /authenticate and /authorize although OCTOGATE_CLIENT_CA_FILE is unset, to anyone who reaches the port; false: without a client CA they are not served (the proxy decides in-process)"`
+	ReviewsWithoutClientCert bool          `env:"OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT" envDefault:"false" help:"serve /authenticate and /authorize although OCTOGATE_CLIENT_CA_FILE is unset, to anyone who reaches the port; false: without a client CA they are not served (the proxy decides in-process), unless OCTOGATE_LISTEN is a loopback address"`
 	GitHubAPIURL             string        `env:"OCTOGATE_GITHUB_API_URL" envDefault:"https://api.github.com/" help:"GitHub REST base (GitHub Enterprise: https://HOST/api/v3/)"`
 	GitHubCAFile             string        `env:"OCTOGATE_GITHUB_CA_FILE" help:"extra CA bundle for the GitHub API"`
 	GitHubOrgs               []string      `env:"OCTOGATE_GITHUB_ORGS" envSeparator:"," help:"comma list of orgs a user must be an active member of, each optionally pinned to its numeric id (acme=2001,umbrella); * means any GitHub user"`
@@ -387,7 +387,7 @@ func (c serveConfig) warnings() []string {
 	if c.ProxyListen != "" && !c.ProxyRBAC {
 		w = append(w, "OCTOGATE_PROXY_LISTEN is set without OCTOGATE_PROXY_RBAC=true: the policy's Allow rules and the owner rules take no effect through the proxy (kube-apiserver's RBAC alone allows); Deny rules still do")
 	}
-	if c.ReviewsWithoutClientCert && c.ClientCAFile == "" {
+	if c.ReviewsWithoutClientCert && c.ClientCAFile == "" && !loopbackOnly(c.Listen) {
 		w = append(w, "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true without OCTOGATE_CLIENT_CA_FILE: anyone who reaches this port can test tokens at /authenticate and ask /authorize for decisions; serve them with a client CA, or let the proxy decide in-process")
 	}
 	if c.ReviewsWithoutClientCert && c.ClientCAFile != "" {

@@ -51,3 +51,23 @@ func TestFloodSettings(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopbackOnly: only a listener bound to loopback serves the reviews without a client CA.
+func TestLoopbackOnly(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8443": true,
+		"127.1.2.3:8443": true,
+		"[::1]:8443":     true,
+		"localhost:8443": true,
+		":8443":          false,
+		"0.0.0.0:8443":   false,
+		"[::]:8443":      false,
+		"10.0.0.1:8443":  false,
+		"example.com:1":  false,
+		"127.0.0.1":      false, // no port: not a listen address
+	} {
+		if got := loopbackOnly(addr); got != want {
+			t.Errorf("loopbackOnly(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -229,13 +230,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	if cfg.ClientCAFile != "" || cfg.ReviewsWithoutClientCert {
+	if cfg.ClientCAFile != "" || cfg.ReviewsWithoutClientCert || loopbackOnly(cfg.Listen) {
 		server.Handle("/authenticate", "authenticate", authn, webhooks.WithMaxBodyBytes(authn.MaxBodyBytes()))
 		server.Handle("/authorize", "authorize", authz)
 	} else {
 		// Without a client CA anyone who reaches the port could ask: /authenticate would be a
 		// token oracle and an amplifier towards GitHub. The proxy decides in-process.
-		log.Info("/authenticate and /authorize are not served: OCTOGATE_CLIENT_CA_FILE is unset, so kube-apiserver could not be told from anyone else " +
+		log.Info("/authenticate and /authorize are not served: OCTOGATE_CLIENT_CA_FILE is unset and OCTOGATE_LISTEN is not loopback only, so kube-apiserver could not be told from anyone else " +
 			"(OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true serves them to anyone)")
 	}
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
@@ -398,6 +399,22 @@ func jwtLookup(v *actionsoidc.Verifier) tokenreview.Lookup {
 }
 
 // namedError rewrites a constructor's error to name variables instead of Config fields.
+// loopbackOnly reports whether the listen address addr (host:port) binds a loopback address only
+// (127.0.0.0/8, ::1 or localhost): then only processes of this host (of this pod, in a
+// cluster) reach it, as a kube-apiserver on the same host does, and the reviews need no client
+// CA to keep pods from asking. An empty host (every interface) is not loopback.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func namedError(err error) error {
 	return errors.New(fieldVariables.Replace(err.Error()))
 }

@@ -263,7 +263,9 @@ func TestUnknownTokenFlood(t *testing.T) {
 
 // TestReviewsNeedAClientCAOrBeingAsked: without OCTOGATE_CLIENT_CA_FILE, /authenticate and
 // /authorize are not served (a token oracle for anyone who reaches the port) unless
-// OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true; the admission routes are.
+// OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true or the listener is loopback only; the admission
+// routes are. The cases that must not serve listen on every interface (0.0.0.0); the test
+// still connects over loopback only.
 func TestReviewsNeedAClientCAOrBeingAsked(t *testing.T) {
 	gh := newGitHub(t)
 	for _, tc := range []struct {
@@ -271,8 +273,9 @@ func TestReviewsNeedAClientCAOrBeingAsked(t *testing.T) {
 		env  []string
 		want int
 	}{
-		{"no client CA", []string{"OCTOGATE_CLIENT_CA_FILE="}, http.StatusNotFound},
-		{"no client CA, reviews asked for", []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true"}, http.StatusOK},
+		{"no client CA", []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LISTEN=0.0.0.0:0"}, http.StatusNotFound},
+		{"no client CA, reviews asked for", []string{"OCTOGATE_CLIENT_CA_FILE=", "OCTOGATE_LISTEN=0.0.0.0:0", "OCTOGATE_REVIEWS_WITHOUT_CLIENT_CERT=true"}, http.StatusOK},
+		{"no client CA, a loopback listener", []string{"OCTOGATE_CLIENT_CA_FILE="}, http.StatusOK},
 		{"a client CA", nil, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

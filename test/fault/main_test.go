@@ -224,6 +224,11 @@ func startOctogate(t *testing.T, gh *githubapi.Server, certsDir string, env ...s
 	case <-time.After(60 * time.Second):
 		t.Fatalf("octogate serve not listening after 60s\n%s", o.logs.String())
 	}
+	if host, port, err := net.SplitHostPort(o.addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			o.addr = net.JoinHostPort("127.0.0.1", port) // a listener on every interface: connect over loopback
+		}
+	}
 	o.url = "https://" + o.addr
 	ca, err := os.ReadFile(filepath.Join(certsDir, "ca.crt"))
 	if err != nil {
