@@ -8,7 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/internal/githubapi"
+)
+
+// Tokens of GitHub's format (their checksum is right), so that they reach the stand-in.
+var (
+	catToken    = ghtoken.Mint("gho_cat")
+	secretToken = ghtoken.Mint("gho_secret")
 )
 
 // GitHub answers that say nothing about the token are unavailable: a cached identity is served
@@ -43,19 +50,19 @@ func TestPassingGitHubAnswersNeverBecomeACachedRefusal(t *testing.T) {
 	newGH := func(t *testing.T) *githubapi.Server {
 		gh := githubapi.New()
 		t.Cleanup(gh.Close)
-		gh.AddUser(githubapi.User{Login: "octocat", ID: 583231, Tokens: []string{"gho_cat"}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+		gh.AddUser(githubapi.User{Login: "octocat", ID: 583231, Tokens: []string{catToken}, Memberships: []githubapi.Membership{{Org: "acme"}}})
 		return gh
 	}
 	for _, tc := range transient {
 		t.Run(tc.name+": a refresh serves the cached identity and caches no refusal", func(t *testing.T) {
 			gh := newGH(t)
 			e := newEnv(t, gh, nil)
-			if a := e.review(t, "gho_cat"); !a.Status.Authenticated {
+			if a := e.review(t, catToken); !a.Status.Authenticated {
 				t.Fatalf("first review: HTTP %d %q", a.code, a.Status.Error)
 			}
 			e.clock.advance(DefaultCacheTTL + time.Second)
 			gh.InjectFault(tc.fault)
-			a := e.review(t, "gho_cat")
+			a := e.review(t, catToken)
 			if a.code != http.StatusOK || !a.Status.Authenticated || a.Status.User.Username != "github:octocat:583231" {
 				t.Fatalf("during the fault: HTTP %d authenticated %v error %q, want the cached identity", a.code, a.Status.Authenticated, a.Status.Error)
 			}
@@ -68,7 +75,7 @@ func TestPassingGitHubAnswersNeverBecomeACachedRefusal(t *testing.T) {
 				e.clock.advance(2 * time.Minute)
 			}
 			misses := e.cacheCount("miss")
-			if a := e.review(t, "gho_cat"); !a.Status.Authenticated {
+			if a := e.review(t, catToken); !a.Status.Authenticated {
 				t.Fatalf("after the fault: HTTP %d %q (a refusal was cached)", a.code, a.Status.Error)
 			}
 			if e.cacheCount("miss") != misses+1 {
@@ -79,7 +86,7 @@ func TestPassingGitHubAnswersNeverBecomeACachedRefusal(t *testing.T) {
 			gh := newGH(t)
 			e := newEnv(t, gh, nil)
 			gh.InjectFault(tc.fault)
-			a := e.review(t, "gho_cat")
+			a := e.review(t, catToken)
 			if a.code != http.StatusServiceUnavailable || !strings.HasPrefix(a.Status.Error, "["+tc.reason+"]") {
 				t.Fatalf("HTTP %d error %q, want 503 [%s]", a.code, a.Status.Error, tc.reason)
 			}
@@ -105,10 +112,10 @@ func TestPassingGitHubAnswersNeverBecomeACachedRefusal(t *testing.T) {
 		t.Run(tc.name+", answered at once and not served stale", func(t *testing.T) {
 			gh := newGH(t)
 			e := newEnv(t, gh, nil)
-			e.review(t, "gho_cat")
+			e.review(t, catToken)
 			e.clock.advance(DefaultCacheTTL + time.Second)
 			gh.InjectFault(tc.fault)
-			a := e.review(t, "gho_cat")
+			a := e.review(t, catToken)
 			if a.code != http.StatusOK || a.Status.Authenticated || !strings.HasPrefix(a.Status.Error, "["+tc.reason+"]") {
 				t.Fatalf("HTTP %d authenticated %v error %q, want a refusal [%s]", a.code, a.Status.Authenticated, a.Status.Error, tc.reason)
 			}
@@ -133,7 +140,7 @@ func TestGitHubRedirectIsNotFollowedWithTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = l.Lookup(t.Context(), "gho_secret")
+	_, err = l.Lookup(t.Context(), secretToken)
 	if n := leaked.Load(); n != 0 {
 		t.Fatalf("%d requests carried the token to the redirect's target", n)
 	}

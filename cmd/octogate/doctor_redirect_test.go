@@ -9,7 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/octogate/octogate/internal/ghtoken"
 )
+
+// doctorRedirectToken has GitHub's format, so that the doctor sends it on.
+var doctorRedirectToken = ghtoken.Mint("gho_doctor_redirect")
 
 // The doctor sends the GitHub token to the session issuer or to GitHub's REST API; an answer
 // that redirects elsewhere (to http://, here) gets nothing and is reported as unavailable,
@@ -42,7 +47,7 @@ func TestDoctorFollowsNoRedirectWithTheToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			isolate(t)
-			t.Setenv(envGitHubToken, "gho_doctor_redirect")
+			t.Setenv(envGitHubToken, doctorRedirectToken)
 			stderr := &syncBuffer{}
 			out, code := runOctogate(t, stderr, append([]string{"doctor", "--kubeconfig", "/nonexistent"}, tc.args...)...)
 			if code != doctorUnavailable || !strings.Contains(out, "result:   unavailable") || !strings.Contains(out, "redirect") {
@@ -51,7 +56,7 @@ func TestDoctorFollowsNoRedirectWithTheToken(t *testing.T) {
 			if n := hits.Load(); n != 0 {
 				t.Fatalf("%d requests followed the redirect", n)
 			}
-			if strings.Contains(out+stderr.String(), "gho_doctor_redirect") {
+			if strings.Contains(out+stderr.String(), doctorRedirectToken) {
 				t.Errorf("the token is printed:\n%s%s", out, stderr)
 			}
 		})
