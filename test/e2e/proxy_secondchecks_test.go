@@ -139,6 +139,56 @@ func TestProxySecondChecks(t *testing.T) {
 		}
 	})
 
+	t.Run("the rule's group grants nothing outside the rule's namespaces", func(t *testing.T) {
+		const group = "octogate:rule:members-everything-in-web"
+		for _, ns := range []string{"other", "web-late"} {
+			if _, err := p.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A namespace created after the policy: bob may work there through the proxy
+		// within seconds (its RoleBinding), as the rule allows.
+		start := time.Now()
+		waitFor(t, 10*time.Second, "bob may create a ConfigMap in web-late", func() (bool, error) {
+			if res := p.as(t, "bob", "-n", "web-late", "create", "configmap", "c"); verdict(res) != "allowed" {
+				return false, fmt.Errorf("%s", res)
+			}
+			return true, nil
+		})
+		t.Logf("bob allowed in web-late %s after it was created", time.Since(start).Round(time.Millisecond))
+
+		// What RBAC gives the group, asked by the admin as bob carrying it and nothing else.
+		asAdmin := cluster.Kubectl{Path: p.kubectl.Path, Kubeconfig: p.m.AdminKubeconfig, Home: p.kubectl.Home}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"create", "rolebindings", "-n", "web-a"}, "yes"},
+			{[]string{"create", "rolebindings", "-n", "web-late"}, "yes"},
+			{[]string{"create", "rolebindings", "-n", "other"}, "no"},
+			{[]string{"bind", "clusterroles/view", "-n", "other"}, "no"},
+			{[]string{"get", "secrets", "-n", "default"}, "no"},
+			{[]string{"create", "clusterrolebindings"}, "no"},
+			{[]string{"list", "pods", "--all-namespaces"}, "no"},
+			{[]string{"delete", "nodes"}, "no"},
+		} {
+			args := append([]string{"auth", "can-i", "--as=github:bob", "--as-group=" + group}, c.args...)
+			res, err := asAdmin.Run(ctx, nil, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, res)
+			}
+			if got := verdict(res); got != c.want {
+				t.Errorf("can-i %s as the group: %s, want %s", strings.Join(c.args, " "), got, c.want)
+			}
+		}
+		if _, err := p.admin.RbacV1().ClusterRoleBindings().Get(ctx, group, metav1.GetOptions{}); err == nil {
+			t.Errorf("ClusterRoleBinding %s exists: the rule is restricted to web-* and locked", group)
+		}
+		if _, err := p.admin.RbacV1().ClusterRoleBindings().Get(ctx, "octogate:rule:members-certificates", metav1.GetOptions{}); err != nil {
+			t.Errorf("the rule without namespaces: ClusterRoleBinding: %v", err)
+		}
+	})
+
 	t.Run("approving a CSR is refused where approve on its signer is denied", func(t *testing.T) {
 		csr := &certificatesv1.CertificateSigningRequest{
 			ObjectMeta: metav1.ObjectMeta{Name: "client-ci"},
