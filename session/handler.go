@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/octogate/octogate/audit"
+	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
 )
 
@@ -34,11 +36,18 @@ func Routes(issuer string) (discovery, jwks, token string) {
 // {"error","error_description"}; temporarily_unavailable is 503 with Retry-After: 1. The
 // request log gets the decision, the user and the reason, never a token.
 type TokenHandler struct {
-	x *Exchanger
+	x     *Exchanger
+	audit *audit.Writer
 }
 
 // NewTokenHandler serves x's exchanges.
-func NewTokenHandler(x *Exchanger) *TokenHandler { return &TokenHandler{x: x} }
+func NewTokenHandler(x *Exchanger, opts ...TokenHandlerOption) *TokenHandler {
+	h := &TokenHandler{x: x}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
 
 // MaxBodyBytes is the route's body limit (MaxRequestBytes).
 func (h *TokenHandler) MaxBodyBytes() int64 { return MaxRequestBytes }
@@ -55,13 +64,15 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, oerr := DecodeRequest(body)
 	if oerr != nil {
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		h.audit.Log(auditEvent(r, req, tokenreview.Identity{}, Claims{}, oerr))
 		writeJSON(w, http.StatusBadRequest, oerr)
 		return
 	}
-	resp, id, oerr := h.x.Exchange(r.Context(), req)
+	resp, id, claims, oerr := h.x.exchange(r.Context(), req)
+	h.audit.Log(auditEvent(r, req, id, claims, oerr))
 	switch {
 	case oerr == nil:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience)})
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience) + ", jti " + claims.ID})
 		writeJSON(w, http.StatusOK, resp)
 	case oerr.Code == ErrTemporarilyUnavailable:
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
