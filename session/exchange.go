@@ -153,13 +153,13 @@ type ExchangerConfig struct {
 
 // Exchanger decides token exchanges. Safe for concurrent use.
 type Exchanger struct {
-	issuer    string
-	targets   Targets
-	keys      KeySource
-	ttl       time.Duration
-	github    tokenreview.Lookup
-	actions   tokenreview.Lookup
-	now       func() time.Time
+	issuer  string
+	targets Targets
+	keys    KeySource
+	ttl     time.Duration
+	github  tokenreview.Lookup
+	actions tokenreview.Lookup
+	now     func() time.Time
 }
 
 // NewExchanger validates cfg. Errors name the field at fault.

@@ -84,12 +84,12 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 		return nil, fmt.Errorf("OCTOGATE_SESSION_CLUSTERS_FILE=%q, OCTOGATE_SESSION_AUDIENCES=%q: %w", cfg.SessionClustersFile, strings.Join(cfg.SessionAudiences, ","), err)
 	}
 	x, err := session.NewExchanger(session.ExchangerConfig{
-		Issuer:    cfg.SessionIssuer,
-		Targets:   clusters,
-		Keys:      keys,
-		TTL:       cfg.SessionTTL,
-		GitHub:    authn.GitHubLookup(),
-		Actions:   jwtLookup(actions),
+		Issuer:  cfg.SessionIssuer,
+		Targets: clusters,
+		Keys:    keys,
+		TTL:     cfg.SessionTTL,
+		GitHub:  authn.GitHubLookup(),
+		Actions: jwtLookup(actions),
 	})
 	if err != nil {
 		return nil, namedError(err)
