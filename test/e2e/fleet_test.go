@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,6 +124,19 @@ func TestFleetIssuerDecidesWhoMayUseEachCluster(t *testing.T) {
 		}
 		if strings.Contains(res.Stderr, "platform-admins") {
 			t.Errorf("the refusal names who may use prod\n%s", res)
+		}
+	})
+	t.Run("octogate clusters lists prod to alice, not to bob", func(t *testing.T) {
+		for _, tc := range []struct{ token, want string }{{cluster.AliceToken, "prod"}, {cluster.BobToken, ""}} {
+			cmd := exec.Command(e.cluster.Config.OctogateBinary, "clusters", "--issuer", s.issuer, "--session-ca-file", s.issuerCA)
+			cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+tc.token, "HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("octogate clusters: %v\n%s", err, out)
+			}
+			if got := strings.Contains(string(out), "prod ") && strings.Contains(string(out), "env=prod"); got != (tc.want == "prod") {
+				t.Errorf("octogate clusters with %s's token:\n%s", tc.token[:3], out)
+			}
 		}
 	})
 	t.Run("the audit file has both, with the jti of alice's session", func(t *testing.T) {
