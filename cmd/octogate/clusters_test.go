@@ -15,7 +15,7 @@ import (
 	"github.com/octogate/octogate/tokenreview"
 )
 
-// fleetIssuer serves session's real cluster list for a clusters file with prod limited to
+// fleetIssuer serves session's real cluster list and token exchange for a clusters file with prod limited to
 // acme/sre and staging open to every member, looking GitHub tokens up at apiURL.
 func fleetIssuer(t *testing.T, apiURL string) (string, string) {
 	t.Helper()
@@ -49,7 +49,10 @@ clusters:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = session.NewClustersHandler(x, store)
+	mux := http.NewServeMux()
+	mux.Handle(session.ClustersPath, session.NewClustersHandler(x, store))
+	mux.Handle(session.TokenPath, session.NewTokenHandler(x))
+	h = mux
 	ca := filepath.Join(dir, "issuer-ca.crt")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
@@ -95,5 +98,26 @@ func TestClustersCommandPrintsThePersonsClusters(t *testing.T) {
 				t.Errorf("the output shows the token")
 			}
 		})
+	}
+}
+
+func TestDoctorExplainsAClusterLimitedToOthers(t *testing.T) {
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	gh.AddOrg("acme", 2001)
+	gh.AddUser(githubapi.User{Login: "bob", ID: 1002, Tokens: []string{"gho_clusters_bob"},
+		Memberships: []githubapi.Membership{{Org: "acme"}}})
+	issuer, ca := fleetIssuer(t, gh.URL())
+	isolate(t)
+	t.Setenv(envGitHubToken, "gho_clusters_bob")
+	stderr := &syncBuffer{}
+	out, code := runOctogate(t, stderr, "doctor", "--kubeconfig", "/nonexistent", "--session-issuer", issuer, "--audience", "prod", "--session-ca-file", ca)
+	for _, w := range []string{"error:    invalid_target", "reason:   cluster_not_allowed", `may not use cluster "prod"`, "limits it to other people or teams", "octogate clusters --issuer URL"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout does not say %q:\n%s", w, out)
+		}
+	}
+	if code != 1 || strings.Contains(out, "not in the issuer's OCTOGATE_SESSION_AUDIENCES") {
+		t.Errorf("exit %d, want 1 with the cluster_not_allowed explanation only:\n%s", code, out)
 	}
 }
