@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -86,6 +87,11 @@ func Parse(data []byte) (*SessionClusters, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &InvalidError{Problems: []FieldError{{Detail: "empty document: expected a " + Kind}}}
 	}
+	// sigs.k8s.io/yaml reads the first YAML document only: clusters after a "---" would be
+	// dropped without a word.
+	if documents(data) > 1 {
+		return nil, &InvalidError{Problems: []FieldError{{Detail: "the file holds more than one YAML document: a clusters file is one " + Kind + "; put every cluster in its clusters list"}}}
+	}
 	var generic any
 	if err := yaml.Unmarshal(data, &generic); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %s", oneLine(err))
@@ -102,6 +108,24 @@ func Parse(data []byte) (*SessionClusters, error) {
 		return nil, &InvalidError{Problems: problems}
 	}
 	return doc, nil
+}
+
+// documents counts the non-empty YAML documents of data, up to 2 and up to the first syntax
+// error (which the decoder that follows reports).
+func documents(data []byte) int {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for n < 2 {
+		var node yamlv3.Node
+		if err := dec.Decode(&node); err != nil {
+			return n
+		}
+		if node.Kind == yamlv3.DocumentNode && len(node.Content) == 1 && node.Content[0].Tag == "!!null" {
+			continue // "---" with nothing after it
+		}
+		n++
+	}
+	return n
 }
 
 func oneLine(err error) string {

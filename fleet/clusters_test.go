@@ -62,6 +62,7 @@ func TestParseInvalidNamesTheField(t *testing.T) {
 		{"wrong kind and version", "apiVersion: v1\nkind: AuthorizationPolicy\nclusters: [{name: a, server: https://a, accepts: webhook}]\n",
 			[]string{`apiVersion: "v1" is not supported`, `kind: "AuthorizationPolicy" is not supported`}},
 		{"no clusters", header, []string{"clusters: required"}},
+		{"a second document", header + "clusters: [{name: a, server: https://a, accepts: webhook}]\n---\n" + header + "clusters: [{name: b, server: https://b, accepts: webhook}]\n", []string{"the file holds more than one YAML document"}},
 		{"unknown field", header + "clusters: [{name: a, server: https://a, accepts: webhook, audience: a}]\n", []string{"clusters[0].audience: unknown field"}},
 		{"unknown top-level field", header + "rules: []\nclusters: [{name: a, server: https://a, accepts: webhook}]\n", []string{"rules: unknown field"}},
 		{"wrong type", header + "clusters: [{name: a, server: https://a, accepts: webhook, labels: [prod]}]\n", []string{"clusters[0].labels: must be an object"}},
