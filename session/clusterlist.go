@@ -1,9 +1,13 @@
 package session
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/octogate/octogate/fleet"
 	"github.com/octogate/octogate/tokenreview"
@@ -46,20 +50,81 @@ type ClusterLister interface {
 }
 
 // ClustersHandler serves GET <issuer>/clusters to a person authenticated with the GitHub token
-// (Authorization: Bearer, RFC 6750 section 2.1), looked up as the exchange looks it up, or a
-// GitHub Actions OIDC token when the issuer takes them. The answer is a ClusterList
-// (Cache-Control: no-store). A refused or missing token is 401 with WWW-Authenticate: Bearer
-// and {"error":"invalid_token","error_description":"[reason] ..."} (RFC 6750 section 3.1); a
-// lookup that cannot answer now is 503 with Retry-After: 1. Sessions are not accepted: each is
-// for one cluster, not for the issuer.
+// (Authorization: Bearer, RFC 6750 section 2.1), looked up as the exchange looks it up, a
+// session of this issuer for any of its clusters (with AcceptSessions), or a GitHub Actions
+// OIDC token when the issuer takes them. The answer is a ClusterList (Cache-Control:
+// no-store). A refused or missing token is 401 with WWW-Authenticate: Bearer and
+// {"error":"invalid_token","error_description":"[reason] ..."} (RFC 6750 section 3.1); a
+// lookup that cannot answer now is 503 with Retry-After: 1.
 type ClustersHandler struct {
 	x        *Exchanger
 	clusters ClusterLister
+	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
+	revoked func(uid string, issuedAt time.Time) bool
+
+	mu        sync.Mutex
+	verifiers map[string]*Verifier // by audience, for the audiences x serves
+}
+
+// ClustersOption configures NewClustersHandler.
+type ClustersOption func(*ClustersHandler)
+
+// AcceptSessions makes the handler accept sessions of the exchanger's issuer, verified with its
+// own keys for the audience they carry (one of its clusters), refused when revoked says their
+// user was revoked since they were issued (tokenreview.Handler.RevokedSince).
+func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersOption {
+	return func(h *ClustersHandler) { h.revoked = revoked }
 }
 
 // NewClustersHandler lists clusters of clusters to the people x's lookups identify.
-func NewClustersHandler(x *Exchanger, clusters ClusterLister) *ClustersHandler {
-	return &ClustersHandler{x: x, clusters: clusters}
+func NewClustersHandler(x *Exchanger, clusters ClusterLister, opts ...ClustersOption) *ClustersHandler {
+	h := &ClustersHandler{x: x, clusters: clusters, verifiers: map[string]*Verifier{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// sessionLookup is the Lookup of a JWT whose iss is this issuer: the verifier of the audience
+// it carries, made on first use, when sessions are accepted and the audience is served.
+func (h *ClustersHandler) sessionLookup(token string) (tokenreview.Lookup, bool) {
+	if h.revoked == nil {
+		return nil, false
+	}
+	aud, ok := unverifiedAudience(token)
+	if !ok || !h.x.targets.Serves(aud) {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.verifiers[aud]; ok {
+		return v, true
+	}
+	v, err := NewVerifier(VerifierConfig{Issuer: h.x.issuer, Audience: aud, Keys: h.x.keys, Revoked: h.revoked, CacheSize: 1000, Now: h.x.now})
+	if err != nil {
+		return nil, false
+	}
+	h.verifiers[aud] = v
+	return v, true
+}
+
+// unverifiedAudience reads a single-string aud from a JWT's payload without checking anything.
+func unverifiedAudience(token string) (string, bool) {
+	parts := strings.SplitN(token, ".", 4)
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Audience string `json:"aud"`
+	}
+	if json.Unmarshal(payload, &c) != nil || c.Audience == "" {
+		return "", false
+	}
+	return c.Audience, true
 }
 
 // bearerError is an RFC 6750 error answer.
@@ -87,11 +152,19 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	lookup := h.x.github
 	if tokenreview.LooksLikeJWT(token) {
-		if h.x.actions == nil {
-			unauthorized(tokenreview.ReasonInvalidToken, "a JWT (a session?) is not accepted here: send the GitHub token")
+		iss, _ := unverifiedIssuer(token)
+		switch sessions, ok := h.sessionLookup(token); {
+		case iss == h.x.issuer && ok:
+			lookup = sessions
+		case iss == h.x.issuer:
+			unauthorized(tokenreview.ReasonInvalidToken, "this session is not accepted here: send the GitHub token")
+			return
+		case h.x.actions != nil:
+			lookup = h.x.actions
+		default:
+			unauthorized(tokenreview.ReasonInvalidToken, "a JWT of another issuer is not accepted here: send the GitHub token")
 			return
 		}
-		lookup = h.x.actions
 	}
 	id, err := lookup.Lookup(r.Context(), token)
 	switch {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/octogate/octogate/fleet"
 	"github.com/octogate/octogate/tokenreview"
@@ -103,5 +105,40 @@ func TestClusterListRefusals(t *testing.T) {
 	}
 	if got := ClustersRoute("https://h.example.com/octogate/"); got != "/octogate/clusters" {
 		t.Errorf("ClustersRoute %q", got)
+	}
+}
+
+func TestClusterListTakesASessionOfThisIssuer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clusters.yaml")
+	if err := os.WriteFile(path, []byte(fleetClusters), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := fleet.New(fleet.Config{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := fleetIssuer(t)
+	var revokedUID string
+	h := NewClustersHandler(e.x, store, AcceptSessions(func(uid string, _ time.Time) bool { return uid == revokedUID }))
+	resp, _, oerr := e.x.Exchange(context.Background(), exchangeReq("gho_alice", TokenTypeAccessToken, "staging"))
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	rec := getClusters(h, "Bearer "+resp.AccessToken)
+	var list ClusterList
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); rec.Code != 200 || err != nil || list.User != alice.Username || len(list.Clusters) != 2 {
+		t.Fatalf("alice's staging session: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := getClusters(NewClustersHandler(e.x, store), "Bearer "+resp.AccessToken); rec.Code != 401 {
+		t.Errorf("without AcceptSessions a session is refused: HTTP %d %s", rec.Code, rec.Body)
+	}
+	other := signMap(t, e.keys, map[string]any{"iss": testIssuer, "aud": "qa", "sub": "1001", "username": alice.Username, "uid": "1001",
+		"iat": e.clock.t.Unix(), "nbf": e.clock.t.Unix(), "exp": e.clock.t.Add(time.Minute).Unix(), "jti": "x"})
+	if rec := getClusters(h, "Bearer "+other); rec.Code != 401 {
+		t.Errorf("a session for a cluster this issuer does not serve: HTTP %d %s", rec.Code, rec.Body)
+	}
+	revokedUID = alice.UID
+	if rec := getClusters(h, "Bearer "+resp.AccessToken); rec.Code != 401 || !strings.Contains(rec.Body.String(), "[session_revoked]") {
+		t.Errorf("a revoked session: HTTP %d %s", rec.Code, rec.Body)
 	}
 }

@@ -3,9 +3,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,6 +177,27 @@ func TestFleetIssuerDecidesWhoMayUseEachCluster(t *testing.T) {
 		if refused == nil || refused["cluster"] != "prod" || refused["outcome"] != "refused" || refused["reason"] != "cluster_not_allowed" ||
 			refused["uid"] != "1002" || refused["jti"] != "" {
 			t.Errorf("bob's refused event %v", refused)
+		}
+		// The same session lists alice's clusters at the issuer.
+		pool := x509.NewCertPool()
+		caPEM, err := os.ReadFile(s.issuerCA)
+		if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+			t.Fatalf("issuer CA: %v", err)
+		}
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+		req, err := http.NewRequest(http.MethodGet, s.issuer+"/clusters", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+session)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"user":"`+cluster.AliceUser+`"`) || !strings.Contains(string(body), `"name":"prod"`) {
+			t.Errorf("GET /clusters with alice's prod session: HTTP %d %s", resp.StatusCode, body)
 		}
 		raw, err := os.ReadFile(auditFile)
 		if err != nil {
