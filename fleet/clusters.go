@@ -259,7 +259,7 @@ func checkCA(data string) error {
 			continue
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("certificate %d: %v", n+1, err)
+			return fmt.Errorf("certificate %d: %w", n+1, err)
 		}
 		n++
 	}

@@ -81,10 +81,10 @@ func New(cfg Config) (*Store, error) {
 	if cfg.File != "" {
 		data, err := os.ReadFile(cfg.File)
 		if err != nil {
-			return nil, fmt.Errorf("File: %w", err)
+			return nil, fmt.Errorf("File: %w", err) //nolint:staticcheck // ST1005: File is the Config field
 		}
 		if doc, err = Parse(data); err != nil {
-			return nil, fmt.Errorf("File %s: %w", cfg.File, err)
+			return nil, fmt.Errorf("File %s: %w", cfg.File, err) //nolint:staticcheck // ST1005: File is the Config field
 		}
 		poll := cfg.Poll
 		if poll <= 0 {

@@ -33,7 +33,12 @@ func TestStoreReloadsTheFileAndKeepsTheLastValidOne(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
 
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
