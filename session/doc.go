@@ -8,8 +8,14 @@
 //     Actions OIDC token) is looked up with the same Lookup /authenticate uses
 //     (tokenreview.Handler.GitHubLookup, actionsoidc.Verifier), and the Identity it stands for
 //     is minted as a session for one audience (a cluster).
+//   - Which clusters the issuer serves, and who may use each, are its Targets (fleet.Store,
+//     the clusters file): a person the cluster's subjects do not match is refused with
+//     invalid_target and the reason code cluster_not_allowed, after the lookup.
 //   - TokenHandler serves the exchange at POST <issuer>/oauth2/token (form-encoded, RFC 8693
-//     section 2.1; answers section 2.2, refusals RFC 6749 section 5.2).
+//     section 2.1; answers section 2.2, refusals RFC 6749 section 5.2), writing one audit event
+//     (package audit) per answer with WithAudit.
+//   - ClustersHandler serves GET <issuer>/clusters: the clusters the caller may use, with the
+//     same decision.
 //   - The session is a JWT (RFC 7519, https://www.rfc-editor.org/rfc/rfc7519) signed with
 //     ES256 by the first of the Keys; its kid is the key's RFC 7638 JWK thumbprint. Claims:
 //     iss, aud (one cluster, a string), sub, iat, nbf, exp, jti, and the identity:

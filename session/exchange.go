@@ -135,8 +135,13 @@ type Response struct {
 type ExchangerConfig struct {
 	// Issuer is the https URL of the issuer (OCTOGATE_SESSION_ISSUER), the iss of sessions.
 	Issuer string
-	// Audiences are the clusters sessions are minted for (OCTOGATE_SESSION_AUDIENCES).
+	// Audiences are the clusters sessions are minted for (OCTOGATE_SESSION_AUDIENCES), every
+	// one for every person; ignored when Targets is set.
 	Audiences []string
+	// Targets are the clusters sessions are minted for and who may use each
+	// (OCTOGATE_SESSION_CLUSTERS_FILE with OCTOGATE_SESSION_AUDIENCES: fleet.Store); nil:
+	// Audiences.
+	Targets Targets
 	// Keys sign sessions: the first key of the current keys at each exchange.
 	Keys KeySource
 	// TTL is the session lifetime (default DefaultTTL; MinTTL to MaxTTL).
@@ -153,13 +158,13 @@ type ExchangerConfig struct {
 
 // Exchanger decides token exchanges. Safe for concurrent use.
 type Exchanger struct {
-	issuer    string
-	audiences []string
-	keys      KeySource
-	ttl       time.Duration
-	github    tokenreview.Lookup
-	actions   tokenreview.Lookup
-	now       func() time.Time
+	issuer  string
+	targets Targets
+	keys    KeySource
+	ttl     time.Duration
+	github  tokenreview.Lookup
+	actions tokenreview.Lookup
+	now     func() time.Time
 }
 
 // NewExchanger validates cfg. Errors name the field at fault.
@@ -167,14 +172,18 @@ func NewExchanger(cfg ExchangerConfig) (*Exchanger, error) {
 	if err := ValidIssuer(cfg.Issuer); err != nil {
 		return nil, fmt.Errorf("session: Issuer %q: %w", cfg.Issuer, err)
 	}
-	var auds []string
-	for _, a := range cfg.Audiences {
-		if a = strings.TrimSpace(a); a != "" && !slices.Contains(auds, a) {
-			auds = append(auds, a)
+	targets := cfg.Targets
+	if targets == nil {
+		var auds audienceList
+		for _, a := range cfg.Audiences {
+			if a = strings.TrimSpace(a); a != "" && !slices.Contains(auds, a) {
+				auds = append(auds, a)
+			}
 		}
-	}
-	if len(auds) == 0 {
-		return nil, errors.New("session: Audiences: empty; name the clusters sessions are minted for")
+		if len(auds) == 0 {
+			return nil, errors.New("session: Audiences: empty; name the clusters sessions are minted for")
+		}
+		targets = auds
 	}
 	ttl := cfg.TTL
 	if ttl == 0 {
@@ -190,7 +199,7 @@ func NewExchanger(cfg ExchangerConfig) (*Exchanger, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Exchanger{issuer: strings.TrimSuffix(cfg.Issuer, "/"), audiences: auds, keys: cfg.Keys, ttl: ttl,
+	return &Exchanger{issuer: strings.TrimSuffix(cfg.Issuer, "/"), targets: targets, keys: cfg.Keys, ttl: ttl,
 		github: cfg.GitHub, actions: cfg.Actions, now: now}, nil
 }
 
@@ -202,14 +211,20 @@ func (x *Exchanger) Keys() *Keys { return x.keys.Current() }
 
 // Exchange answers r: the subject token is looked up with the Lookup /authenticate uses for
 // its kind, and the identity minted as a session for r.Audience. It returns the response and
-// the identity, or an *OAuthError: invalid_target (an audience not served), invalid_request (a
-// token of another type than subject_token_type says), invalid_grant (the lookup refused the
-// token; the description starts with its reason code), temporarily_unavailable (the lookup
-// could not answer now; never a refusal).
+// the identity, or an *OAuthError: invalid_target (an audience not served, or, with the reason
+// code cluster_not_allowed, a cluster the identity may not use), invalid_request (a token of
+// another type than subject_token_type says), invalid_grant (the lookup refused the token;
+// the description starts with its reason code), temporarily_unavailable (the lookup could not
+// answer now; never a refusal).
 func (x *Exchanger) Exchange(ctx context.Context, r Request) (Response, tokenreview.Identity, *OAuthError) {
-	if !slices.Contains(x.audiences, r.Audience) {
-		return Response{}, tokenreview.Identity{}, &OAuthError{Code: ErrInvalidTarget,
-			Description: fmt.Sprintf("audience %q is not a cluster this issuer mints sessions for (OCTOGATE_SESSION_AUDIENCES: %s)", clip(r.Audience), strings.Join(x.audiences, ", "))}
+	resp, id, _, oerr := x.exchange(ctx, r)
+	return resp, id, oerr
+}
+
+// exchange is Exchange, also returning the claims minted (for the audit event).
+func (x *Exchanger) exchange(ctx context.Context, r Request) (Response, tokenreview.Identity, Claims, *OAuthError) {
+	if oerr := targetError(x.targets, r.Audience, nil); oerr != nil {
+		return Response{}, tokenreview.Identity{}, Claims{}, oerr
 	}
 	var lookup tokenreview.Lookup
 	isJWT := tokenreview.LooksLikeJWT(r.SubjectToken)
@@ -218,32 +233,35 @@ func (x *Exchanger) Exchange(ctx context.Context, r Request) (Response, tokenrev
 		// A JWT is not a GitHub token: above all, a session must never be exchanged for one of
 		// another cluster.
 		if isJWT {
-			return Response{}, tokenreview.Identity{}, invalidRequest("subject_token is a JWT, not a GitHub token: a GitHub Actions OIDC token has subject_token_type %s, and sessions cannot be exchanged", TokenTypeJWT)
+			return Response{}, tokenreview.Identity{}, Claims{}, invalidRequest("subject_token is a JWT, not a GitHub token: a GitHub Actions OIDC token has subject_token_type %s, and sessions cannot be exchanged", TokenTypeJWT)
 		}
 		lookup = x.github
 	default: // TokenTypeJWT, TokenTypeIDToken
 		if !isJWT {
-			return Response{}, tokenreview.Identity{}, invalidRequest("subject_token is not a JWT: a GitHub token has subject_token_type %s", TokenTypeAccessToken)
+			return Response{}, tokenreview.Identity{}, Claims{}, invalidRequest("subject_token is not a JWT: a GitHub token has subject_token_type %s", TokenTypeAccessToken)
 		}
 		if x.actions == nil {
-			return Response{}, tokenreview.Identity{}, invalidRequest("GitHub Actions OIDC tokens are off on this issuer (OCTOGATE_ACTIONS_AUDIENCE is unset)")
+			return Response{}, tokenreview.Identity{}, Claims{}, invalidRequest("GitHub Actions OIDC tokens are off on this issuer (OCTOGATE_ACTIONS_AUDIENCE is unset)")
 		}
 		lookup = x.actions
 	}
 	id, err := lookup.Lookup(ctx, r.SubjectToken)
 	if err != nil {
-		return Response{}, tokenreview.Identity{}, lookupError(err)
+		return Response{}, tokenreview.Identity{}, Claims{}, lookupError(err)
+	}
+	if oerr := targetError(x.targets, r.Audience, &id); oerr != nil {
+		return Response{}, id, Claims{}, oerr
 	}
 	now := x.now()
 	c, err := mint(x.issuer, r.Audience, id, now, x.ttl)
 	if err != nil {
-		return Response{}, id, lookupError(err)
+		return Response{}, id, Claims{}, lookupError(err)
 	}
 	tok, err := x.keys.Current().sign(c)
 	if err != nil {
-		return Response{}, id, &OAuthError{Code: ErrTemporarilyUnavailable, Description: "[" + tokenreview.ReasonSessionKeysMissing + "] the session could not be signed"}
+		return Response{}, id, Claims{}, &OAuthError{Code: ErrTemporarilyUnavailable, Description: "[" + tokenreview.ReasonSessionKeysMissing + "] the session could not be signed"}
 	}
-	return Response{AccessToken: tok, IssuedTokenType: TokenTypeJWT, TokenType: "N_A", ExpiresIn: c.Expiry - now.Unix()}, id, nil
+	return Response{AccessToken: tok, IssuedTokenType: TokenTypeJWT, TokenType: "N_A", ExpiresIn: c.Expiry - now.Unix()}, id, c, nil
 }
 
 // lookupError is the OAuth error of a lookup's (or mint's) error: a refusal is invalid_grant,

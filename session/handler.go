@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
@@ -41,19 +42,18 @@ func Routes(issuer string) (discovery, jwks, token string) {
 type TokenHandler struct {
 	x       *Exchanger
 	clients clientaddr.Resolver
+	audit   *audit.Writer
 }
 
-// HandlerOption configures a TokenHandler.
-type HandlerOption func(*TokenHandler)
-
 // WithClientAddr makes r find the client address whose rate of new tokens an exchange counts
-// against (tokenreview.FromClient); without it, the connection's peer.
-func WithClientAddr(r clientaddr.Resolver) HandlerOption {
+// against (tokenreview.FromClient) and that its audit event names; without it, the
+// connection's peer.
+func WithClientAddr(r clientaddr.Resolver) TokenHandlerOption {
 	return func(h *TokenHandler) { h.clients = r }
 }
 
 // NewTokenHandler serves x's exchanges.
-func NewTokenHandler(x *Exchanger, opts ...HandlerOption) *TokenHandler {
+func NewTokenHandler(x *Exchanger, opts ...TokenHandlerOption) *TokenHandler {
 	h := &TokenHandler{x: x}
 	for _, o := range opts {
 		o(h)
@@ -76,10 +76,13 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, oerr := DecodeRequest(body)
 	if oerr != nil {
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		h.audit.Log(auditEvent(req, h.clients.Addr(r), tokenreview.Identity{}, Claims{}, oerr))
 		writeJSON(w, http.StatusBadRequest, oerr)
 		return
 	}
-	resp, id, oerr := h.x.Exchange(tokenreview.FromClient(r.Context(), h.clients.Addr(r)), req)
+	addr := h.clients.Addr(r)
+	resp, id, claims, oerr := h.x.exchange(tokenreview.FromClient(r.Context(), addr), req)
+	h.audit.Log(auditEvent(req, addr, id, claims, oerr))
 	var throttled *tokenreview.ThrottledError
 	switch {
 	case oerr != nil && errors.As(oerr.cause, &throttled):
@@ -87,7 +90,7 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", throttled.RetryAfterSeconds())
 		writeJSON(w, http.StatusTooManyRequests, oerr)
 	case oerr == nil:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience)})
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience) + ", jti " + claims.ID})
 		writeJSON(w, http.StatusOK, resp)
 	case oerr.Code == ErrTemporarilyUnavailable:
 		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})

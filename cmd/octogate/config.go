@@ -41,7 +41,9 @@ type serveConfig struct {
 	ActionsIssuer            string        `env:"OCTOGATE_ACTIONS_ISSUER" envDefault:"https://token.actions.githubusercontent.com" help:"issuer of GitHub Actions OIDC tokens (GitHub Enterprise Server: https://HOST/_services/token)"`
 	ActionsSubjects          []string      `env:"OCTOGATE_ACTIONS_SUBJECTS" envSeparator:"," help:"comma list of globs over the sub claim of Actions tokens (repo:acme/deploy:environment:production); unset: any"`
 	SessionIssuer            string        `env:"OCTOGATE_SESSION_ISSUER" help:"https URL clients and kube-apiserver reach this server at as a session issuer (token exchange, discovery, JWKS); unset: no sessions are issued"`
-	SessionAudiences         []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for; required with OCTOGATE_SESSION_ISSUER"`
+	SessionAudiences         []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for, to every allowed org member; with OCTOGATE_SESSION_ISSUER, this or OCTOGATE_SESSION_CLUSTERS_FILE is required"`
+	SessionClustersFile      string        `env:"OCTOGATE_SESSION_CLUSTERS_FILE" help:"SessionClusters YAML: the issuer's clusters (name = audience, server, CA, accepts, labels) and who may use each (subjects); reloaded on change; added to OCTOGATE_SESSION_AUDIENCES"`
+	AuditFile                string        `env:"OCTOGATE_AUDIT_FILE" help:"where audit events go, one JSON object per line: a file path (appended to) or - for stdout; unset: no audit events"`
 	SessionKeyFile           string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
 	SessionTTL               time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
 	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
@@ -333,9 +335,12 @@ func (c serveConfig) validateSessions() error {
 		if err := session.ValidIssuer(c.SessionIssuer); err != nil {
 			return bad("OCTOGATE_SESSION_ISSUER", c.SessionIssuer, "an https URL without query or fragment, such as https://octogate.example.com")
 		}
-		if len(c.SessionAudiences) == 0 {
-			return bad("OCTOGATE_SESSION_AUDIENCES", "", "a comma list of the clusters sessions are minted for; it is required with OCTOGATE_SESSION_ISSUER")
+		if len(c.SessionAudiences) == 0 && c.SessionClustersFile == "" {
+			return bad("OCTOGATE_SESSION_AUDIENCES", "", "a comma list of the clusters sessions are minted for; it (or OCTOGATE_SESSION_CLUSTERS_FILE) is required with OCTOGATE_SESSION_ISSUER")
 		}
+	}
+	if c.SessionClustersFile != "" && c.SessionIssuer == "" {
+		return bad("OCTOGATE_SESSION_CLUSTERS_FILE", c.SessionClustersFile, "unset unless OCTOGATE_SESSION_ISSUER is set: only an issuer decides who may use its clusters")
 	}
 	switch {
 	case c.SessionTTL < session.MinTTL || c.SessionTTL > session.MaxTTL:

@@ -36,9 +36,22 @@ func TestSessionConfig(t *testing.T) {
 		{"a trusted issuer without this cluster's audience", []string{"OCTOGATE_SESSION_TRUST_ISSUER", "https://octogate.example.com"}, "OCTOGATE_SESSION_AUDIENCE"},
 		{"a trusted issuer over http", []string{"OCTOGATE_SESSION_TRUST_ISSUER", "http://x", "OCTOGATE_SESSION_AUDIENCE", "a"}, "OCTOGATE_SESSION_TRUST_ISSUER"},
 		{"raw tokens off with nothing else to accept", []string{"OCTOGATE_RAW_GITHUB_TOKENS", "false"}, "OCTOGATE_RAW_GITHUB_TOKENS"},
+		{"a clusters file on a process that issues nothing", []string{"OCTOGATE_SESSION_CLUSTERS_FILE", "/etc/octogate/clusters.yaml"}, "OCTOGATE_SESSION_CLUSTERS_FILE"},
 	} {
 		if _, err := load(tc.kv...); err == nil || !strings.HasPrefix(err.Error(), tc.variable+"=") {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.variable)
 		}
+	}
+}
+
+func TestSessionClustersFileStandsForTheAudiences(t *testing.T) {
+	env := map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_SESSION_ISSUER": "https://octogate.example.com",
+		"OCTOGATE_SESSION_CLUSTERS_FILE": "/etc/octogate/clusters/clusters.yaml", "OCTOGATE_AUDIT_FILE": "-"}
+	cfg, err := loadServeConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	if err != nil {
+		t.Fatalf("an issuer with a clusters file and no OCTOGATE_SESSION_AUDIENCES: %v", err)
+	}
+	if cfg.SessionClustersFile != "/etc/octogate/clusters/clusters.yaml" || cfg.AuditFile != "-" {
+		t.Errorf("clusters file %q, audit file %q", cfg.SessionClustersFile, cfg.AuditFile)
 	}
 }

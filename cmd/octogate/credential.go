@@ -171,6 +171,15 @@ docs/managed-clusters.md). Everything else is the same either way.`,
 				return fmt.Errorf("--ca %s: %w: want the PEM CA of kube-apiserver's serving certificate", caFile, err)
 			}
 			k.CAData = ca
+			// One kubeconfig per cluster merges with the others (KUBECONFIG=prod:staging)
+			// only when their names differ: with --audience they are the cluster's name.
+			if k.Audience != "" {
+				for name, v := range map[string]*string{"cluster": &k.Cluster, "user": &k.User, "context": &k.Context} {
+					if !cmd.Flags().Changed(name) {
+						*v = k.Audience
+					}
+				}
+			}
 			if cmd.Flags().Changed(flagGitHubActions) {
 				k.GitHubActions = true
 				if k.ActionsAudience == "$"+envActionsAudience {
@@ -209,9 +218,9 @@ docs/managed-clusters.md). Everything else is the same either way.`,
 	f.StringVar(&k.Server, "server", "", "kube-apiserver URL, https://host:port (this or --proxy)")
 	f.StringVar(&proxy, "proxy", "", "octogate's impersonating proxy URL, https://host[:port], as the cluster server instead of kube-apiserver (docs/managed-clusters.md)")
 	f.StringVar(&caFile, "ca", "", "PEM file with the CA of the server's certificate: kube-apiserver's, or with --proxy the proxy's (required)")
-	f.StringVar(&k.Cluster, "cluster", "octogate", "cluster entry name")
-	f.StringVar(&k.User, "user", "github", "user entry name")
-	f.StringVar(&k.Context, "context", "", "context name, set as current (default the cluster name)")
+	f.StringVar(&k.Cluster, "cluster", "octogate", "cluster entry name (with --audience, default the audience)")
+	f.StringVar(&k.User, "user", "github", "user entry name (with --audience, default the audience)")
+	f.StringVar(&k.Context, "context", "", "context name, set as current (default the cluster name; with --audience, the audience)")
 	f.StringVar(&k.ClientID, "client-id", "", "GitHub OAuth app client id passed to the plugin (default $"+envOAuthClientID+")")
 	f.StringVar(&k.GitHubURL, "github-url", "", "GitHub web URL passed to the plugin (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
 	f.StringVar(&k.ClientSecret, "client-secret", "", "the GitHub app's client secret passed to the plugin, for the browser flow; readable by everyone with the kubeconfig (default $"+envOAuthSecret+")")

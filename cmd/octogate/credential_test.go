@@ -255,6 +255,35 @@ func TestKubeconfigUserCommand(t *testing.T) {
 			t.Errorf("kubeconfig:\n%s", out)
 		}
 	})
+	t.Run("--audience names the cluster, user and context, so that kubeconfigs of several clusters merge", func(t *testing.T) {
+		names := func(args ...string) (cluster, user, context string) {
+			t.Helper()
+			stderr := &syncBuffer{}
+			out, code := runOctogate(t, stderr, append([]string{"kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,
+				"--session-issuer", "https://issuer.example.com"}, args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			cfg, err := clientcmd.Load([]byte(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cfg.Contexts[cfg.CurrentContext]
+			if c == nil || cfg.Clusters[c.Cluster] == nil || cfg.AuthInfos[c.AuthInfo] == nil || len(cfg.Clusters) != 1 || len(cfg.AuthInfos) != 1 {
+				t.Fatalf("kubeconfig:\n%s", out)
+			}
+			return c.Cluster, c.AuthInfo, cfg.CurrentContext
+		}
+		if c, u, x := names("--audience", "prod"); c != "prod" || u != "prod" || x != "prod" {
+			t.Errorf("--audience prod: cluster %q user %q context %q, want prod for each", c, u, x)
+		}
+		if c, u, x := names("--audience", "prod", "--cluster", "kube-a", "--user", "alice", "--context", "a"); c != "kube-a" || u != "alice" || x != "a" {
+			t.Errorf("explicit names: cluster %q user %q context %q, want kube-a alice a", c, u, x)
+		}
+		if c, u, x := names("--audience", "prod", "--cluster", "kube-a"); c != "kube-a" || u != "prod" || x != "prod" {
+			t.Errorf("--cluster only: cluster %q user %q context %q, want kube-a prod prod", c, u, x)
+		}
+	})
 	t.Run("--command refuses a relative path", func(t *testing.T) {
 		stderr := &syncBuffer{}
 		_, code := runOctogate(t, stderr, "kubeconfig", "user", "--server", "https://127.0.0.1:6443", "--ca", ca,

@@ -20,8 +20,8 @@ import (
 // of a temporarily_unavailable).
 var exchangeErrors = map[string]tokenreview.ReasonInfo{
 	"invalid_target": {Result: tokenreview.ResultRefused,
-		Meaning: "the issuer does not mint sessions for this audience: it is not in the issuer's OCTOGATE_SESSION_AUDIENCES",
-		Fix:     "check --audience (the kubeconfig's) against the cluster's name; an admin adds the cluster to OCTOGATE_SESSION_AUDIENCES of the issuer"},
+		Meaning: "the issuer does not mint sessions for this audience: it is not in the issuer's OCTOGATE_SESSION_AUDIENCES or OCTOGATE_SESSION_CLUSTERS_FILE",
+		Fix:     "check --audience (the kubeconfig's) against the cluster's name (\"octogate clusters --issuer URL\" lists yours); an admin adds the cluster to the issuer's OCTOGATE_SESSION_AUDIENCES or clusters file"},
 	"temporarily_unavailable": {Result: tokenreview.ResultUnavailable,
 		Meaning: "the issuer is up but cannot answer now (HTTP 503): GitHub or the GitHub Actions issuer did not answer it; this is not a refusal",
 		Fix:     "retry in a moment; if it lasts, an admin checks the issuer's logs and GitHub's status"},
@@ -31,6 +31,14 @@ var exchangeErrors = map[string]tokenreview.ReasonInfo{
 	"unsupported_grant_type": {Result: tokenreview.ResultRefused,
 		Meaning: "the issuer does not do this grant type: it is not an octogate session issuer, or a different version",
 		Fix:     "check --session-issuer: it is the issuer's OCTOGATE_SESSION_ISSUER"},
+}
+
+// exchangeReasons explain the reason codes of the token endpoint's own refusals, which
+// tokenreview.Explain does not know; they replace the explanation of the error code.
+var exchangeReasons = map[string]tokenreview.ReasonInfo{
+	"cluster_not_allowed": {Result: tokenreview.ResultRefused,
+		Meaning: "the issuer serves this cluster, but its clusters file limits it to other people or teams (its subjects)",
+		Fix:     "ask the cluster's administrators to add you or your team to its subjects; \"octogate clusters --issuer URL\" lists the clusters you may use"},
 }
 
 // runSessionDoctor exchanges the GitHub token at the issuer, as `octogate credential
@@ -65,7 +73,9 @@ func runSessionDoctor(ctx context.Context, out io.Writer, p *credential.Plugin, 
 		_, _ = fmt.Fprintf(out, "reason:   %s\n", code)
 	}
 	_, _ = fmt.Fprintf(out, "detail:   %s\n", se.Description)
-	if info, ok := exchangeErrors[se.Code]; ok {
+	if info, ok := exchangeReasons[code]; ok {
+		_, _ = fmt.Fprintf(out, "means:    %s\nfix:      %s\n", info.Meaning, info.Fix)
+	} else if info, ok := exchangeErrors[se.Code]; ok {
 		_, _ = fmt.Fprintf(out, "means:    %s\nfix:      %s\n", info.Meaning, info.Fix)
 	}
 	if info, ok := tokenreview.Explain(code); ok {

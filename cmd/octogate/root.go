@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newOwnersCmd(),
 		newSessionCmd(),
+		newClustersCmd(),
 	)
 	return root
 }

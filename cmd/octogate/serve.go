@@ -246,7 +246,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
 			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
 	}
-	if err := mountIssuer(server, cfg, keys, authn, actions, log); err != nil {
+	auditLog, runAudit, err := openAudit(cfg, registry, log)
+	if err != nil {
+		return err
+	}
+	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, auditLog, registry, log)
+	if err != nil {
 		return err
 	}
 
@@ -280,6 +285,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if templates != nil {
 		g.Go(func() error { return templates.Run(ctx) })
+	}
+	if runClusters != nil {
+		g.Go(func() error { return runClusters(ctx) })
+	}
+	if runAudit != nil {
+		g.Go(func() error { return runAudit(ctx) })
 	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })

@@ -17,6 +17,10 @@ func TestServeRefusesBadFilesNamingTheVariable(t *testing.T) {
 	if err := os.WriteFile(brokenPolicy, []byte("apiVersion: octogate.dev/v1alpha1\nkind: AuthorizationPolicy\nrules:\n- name: x\n  effect: Maybe\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptySubjects := filepath.Join(dir, "clusters.yaml")
+	if err := os.WriteFile(emptySubjects, []byte("apiVersion: octogate.dev/v1alpha1\nkind: SessionClusters\nclusters:\n- {name: prod, server: \"https://prod:6443\", accepts: webhook, subjects: []}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := func() serveConfig {
 		cfg, err := loadServeConfig(lookupFrom(map[string]string{
 			"OCTOGATE_GITHUB_ORGS": "acme",
@@ -41,6 +45,10 @@ func TestServeRefusesBadFilesNamingTheVariable(t *testing.T) {
 		{"missing client CA", func(c *serveConfig) { c.ClientCAFile = filepath.Join(dir, "ca.crt") }, "OCTOGATE_CLIENT_CA_FILE"},
 		{"GitHub URL not a URL", func(c *serveConfig) { c.GitHubAPIURL = "not a url" }, "OCTOGATE_GITHUB_API_URL"},
 		{"missing GitHub CA", func(c *serveConfig) { c.GitHubCAFile = filepath.Join(dir, "gh.crt") }, "OCTOGATE_GITHUB_CA_FILE"},
+		{"clusters file nobody may use", func(c *serveConfig) {
+			c.SessionIssuer, c.SessionClustersFile = "https://octogate.example.com", emptySubjects
+		}, "OCTOGATE_SESSION_CLUSTERS_FILE"},
+		{"audit file in a missing directory", func(c *serveConfig) { c.AuditFile = filepath.Join(dir, "absent", "audit.jsonl") }, "OCTOGATE_AUDIT_FILE"},
 		{"leader election outside a cluster", func(c *serveConfig) { c.Controller, c.LeaderElect = true, true }, "OCTOGATE_LEADER_ELECTION_NAMESPACE"},
 	}
 	for _, tc := range cases {

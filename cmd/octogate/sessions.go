@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/octogate/octogate/actionsoidc"
+	"github.com/octogate/octogate/audit"
+	"github.com/octogate/octogate/fleet"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
@@ -67,28 +73,35 @@ func sameIssuer(a, b string) bool {
 // mountIssuer mounts the issuer's public routes (token exchange, discovery, JWKS) when this
 // process issues sessions. The token endpoint has /authenticate's body limit and its own
 // in-flight budget, and needs no client certificate: kubectl's credential plugin calls it.
-func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, actions *actionsoidc.Verifier, log *slog.Logger) error {
+// run reloads the clusters file until ctx is done (nil when this process issues no sessions).
+func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, actions *actionsoidc.Verifier,
+	auditLog *audit.Writer, reg prometheus.Registerer, log *slog.Logger) (run func(context.Context) error, err error) {
 	if keys == nil {
-		return nil
+		return nil, nil
+	}
+	clusters, err := fleet.New(fleet.Config{File: cfg.SessionClustersFile, Audiences: cfg.SessionAudiences, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("OCTOGATE_SESSION_CLUSTERS_FILE=%q, OCTOGATE_SESSION_AUDIENCES=%q: %w", cfg.SessionClustersFile, strings.Join(cfg.SessionAudiences, ","), err)
 	}
 	x, err := session.NewExchanger(session.ExchangerConfig{
-		Issuer:    cfg.SessionIssuer,
-		Audiences: cfg.SessionAudiences,
-		Keys:      keys,
-		TTL:       cfg.SessionTTL,
-		GitHub:    authn.GitHubLookup(),
-		Actions:   jwtLookup(actions),
+		Issuer:  cfg.SessionIssuer,
+		Targets: clusters,
+		Keys:    keys,
+		TTL:     cfg.SessionTTL,
+		GitHub:  authn.GitHubLookup(),
+		Actions: jwtLookup(actions),
 	})
 	if err != nil {
-		return namedError(err)
+		return nil, namedError(err)
 	}
 	discovery, jwks, token := session.Routes(cfg.SessionIssuer)
-	h := session.NewTokenHandler(x, session.WithClientAddr(clientAddrs(cfg)))
+	h := session.NewTokenHandler(x, session.WithClientAddr(clientAddrs(cfg)), session.WithAudit(auditLog))
 	server.Handle(token, "session-token", h, webhooks.WithoutClientCert(),
 		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
-	log.Info("issuing sessions", "issuer", x.Issuer(), "audiences", cfg.SessionAudiences, "ttl", cfg.SessionTTL,
+	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters, session.AcceptSessions(authn.RevokedSince)))
+	log.Info("issuing sessions", "issuer", x.Issuer(), "clusters", clusters.Names(), "ttl", cfg.SessionTTL,
 		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
-	return nil
+	return clusters.Run, nil
 }

@@ -1,0 +1,70 @@
+package credential
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// IssuerCluster is one cluster of an issuer's GET <issuer>/clusters answer (a
+// SessionClusterList, docs/sessions.md): name (the audience), server, certificateAuthorityData
+// (base64 PEM), accepts (webhook, apiserver or proxy) and labels.
+type IssuerCluster struct {
+	Name                     string            `json:"name"`
+	Server                   string            `json:"server"`
+	CertificateAuthorityData string            `json:"certificateAuthorityData"`
+	Accepts                  string            `json:"accepts"`
+	Labels                   map[string]string `json:"labels"`
+}
+
+// IssuerClusters is the list GET <issuer>/clusters answers for githubToken: the username it
+// stands for and the clusters that person may have sessions for. caFile (PEM, optional) is
+// trusted for the issuer. Errors quote the issuer's error description, never the token.
+func IssuerClusters(ctx context.Context, issuer, caFile, githubToken string) (user string, clusters []IssuerCluster, err error) {
+	issuer = strings.TrimRight(issuer, "/")
+	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", nil, fmt.Errorf("issuer %q: want an https URL", issuer)
+	}
+	client, err := newHTTPClient(caFile)
+	if err != nil {
+		return "", nil, fmt.Errorf("issuer CA: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/clusters", nil)
+	if err != nil {
+		return "", nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+githubToken)
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", nil, fmt.Errorf("GET %s/clusters: %w", issuer, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return "", nil, fmt.Errorf("GET %s/clusters: %w", issuer, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Code        string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Code != "" {
+			return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d: %s: %s", issuer, resp.StatusCode, e.Code, e.Description)
+		}
+		return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d (is %s an octogate issuer with the cluster list?)", issuer, resp.StatusCode, issuer)
+	}
+	var list struct {
+		Kind     string          `json:"kind"`
+		User     string          `json:"user"`
+		Clusters []IssuerCluster `json:"clusters"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || list.Kind != "SessionClusterList" {
+		return "", nil, fmt.Errorf("GET %s/clusters: the answer is not a SessionClusterList", issuer)
+	}
+	return list.User, list.Clusters, nil
+}

@@ -1,0 +1,195 @@
+package session
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/octogate/octogate/fleet"
+	"github.com/octogate/octogate/tokenreview"
+	"github.com/octogate/octogate/webhooks"
+)
+
+// ClustersPath is the route of the cluster list, under the issuer URL's path.
+const ClustersPath = "/clusters"
+
+// ClusterListKind and the list's apiVersion.
+const (
+	ClusterListAPIVersion = fleet.APIVersion
+	ClusterListKind       = "SessionClusterList"
+)
+
+// ClusterList is the answer of GET <issuer>/clusters: the clusters the caller may have
+// sessions for, without who else may (no subjects).
+type ClusterList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// User is the username the caller's token stands for.
+	User     string        `json:"user"`
+	Clusters []ListCluster `json:"clusters"`
+}
+
+// ListCluster is one cluster of a ClusterList: a fleet.Cluster without its subjects. A
+// cluster known only from OCTOGATE_SESSION_AUDIENCES has only its name.
+type ListCluster struct {
+	Name                     string            `json:"name"`
+	Server                   string            `json:"server,omitempty"`
+	CertificateAuthorityData string            `json:"certificateAuthorityData,omitempty"`
+	Accepts                  fleet.Accepts     `json:"accepts,omitempty"`
+	Labels                   map[string]string `json:"labels,omitempty"`
+}
+
+// ClusterLister is the list of clusters a person may use (fleet.Store.For): the same
+// decision (fleet.Allowed) the exchange makes.
+type ClusterLister interface {
+	For(user string, groups []string) []fleet.Cluster
+}
+
+// ClustersHandler serves GET <issuer>/clusters to a person authenticated with the GitHub token
+// (Authorization: Bearer, RFC 6750 section 2.1), looked up as the exchange looks it up, a
+// session of this issuer for any of its clusters (with AcceptSessions), or a GitHub Actions
+// OIDC token when the issuer takes them. The answer is a ClusterList (Cache-Control:
+// no-store). A refused or missing token is 401 with WWW-Authenticate: Bearer and
+// {"error":"invalid_token","error_description":"[reason] ..."} (RFC 6750 section 3.1); a
+// lookup that cannot answer now is 503 with Retry-After: 1.
+type ClustersHandler struct {
+	x        *Exchanger
+	clusters ClusterLister
+	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
+	revoked func(uid string, issuedAt time.Time) bool
+
+	mu        sync.Mutex
+	verifiers map[string]*Verifier // by audience, for the audiences x serves
+}
+
+// ClustersOption configures NewClustersHandler.
+type ClustersOption func(*ClustersHandler)
+
+// AcceptSessions makes the handler accept sessions of the exchanger's issuer, verified with its
+// own keys for the audience they carry (one of its clusters), refused when revoked says their
+// user was revoked since they were issued (tokenreview.Handler.RevokedSince).
+func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersOption {
+	return func(h *ClustersHandler) { h.revoked = revoked }
+}
+
+// NewClustersHandler lists clusters of clusters to the people x's lookups identify.
+func NewClustersHandler(x *Exchanger, clusters ClusterLister, opts ...ClustersOption) *ClustersHandler {
+	h := &ClustersHandler{x: x, clusters: clusters, verifiers: map[string]*Verifier{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// sessionLookup is the Lookup of a JWT whose iss is this issuer: the verifier of the audience
+// it carries, made on first use, when sessions are accepted and the audience is served.
+func (h *ClustersHandler) sessionLookup(token string) (tokenreview.Lookup, bool) {
+	if h.revoked == nil {
+		return nil, false
+	}
+	aud, ok := unverifiedAudience(token)
+	if !ok || !h.x.targets.Serves(aud) {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.verifiers[aud]; ok {
+		return v, true
+	}
+	v, err := NewVerifier(VerifierConfig{Issuer: h.x.issuer, Audience: aud, Keys: h.x.keys, Revoked: h.revoked, CacheSize: 1000, Now: h.x.now})
+	if err != nil {
+		return nil, false
+	}
+	h.verifiers[aud] = v
+	return v, true
+}
+
+// unverifiedAudience reads a single-string aud from a JWT's payload without checking anything.
+func unverifiedAudience(token string) (string, bool) {
+	parts := strings.SplitN(token, ".", 4)
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Audience string `json:"aud"`
+	}
+	if json.Unmarshal(payload, &c) != nil || c.Audience == "" {
+		return "", false
+	}
+	return c.Audience, true
+}
+
+// bearerError is an RFC 6750 error answer.
+type bearerError struct {
+	Code        string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	unauthorized := func(reason, desc string) {
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "refused", Reason: "[" + reason + "] " + desc})
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, bearerError{Code: "invalid_token", Description: "[" + reason + "] " + desc})
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		unauthorized(tokenreview.ReasonInvalidToken, "send the GitHub token as Authorization: Bearer <token>")
+		return
+	}
+	if len(token) > tokenreview.MaxTokenBytes {
+		unauthorized(tokenreview.ReasonInvalidToken, "the token is too long")
+		return
+	}
+	lookup := h.x.github
+	if tokenreview.LooksLikeJWT(token) {
+		iss, _ := unverifiedIssuer(token)
+		switch sessions, ok := h.sessionLookup(token); {
+		case iss == h.x.issuer && ok:
+			lookup = sessions
+		case iss == h.x.issuer:
+			unauthorized(tokenreview.ReasonInvalidToken, "this session is not accepted here: send the GitHub token")
+			return
+		case h.x.actions != nil:
+			lookup = h.x.actions
+		default:
+			unauthorized(tokenreview.ReasonInvalidToken, "a JWT of another issuer is not accepted here: send the GitHub token")
+			return
+		}
+	}
+	id, err := lookup.Lookup(r.Context(), token)
+	switch {
+	case err == nil:
+	case errors.Is(err, tokenreview.ErrRefused):
+		unauthorized(tokenreview.Reason(err), strings.TrimPrefix(strings.TrimPrefix(err.Error(), "["+tokenreview.Reason(err)+"]"), " "))
+		return
+	default:
+		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: err.Error()})
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, bearerError{Code: ErrTemporarilyUnavailable, Description: lookupError(err).Description})
+		return
+	}
+	list := ClusterList{APIVersion: ClusterListAPIVersion, Kind: ClusterListKind, User: id.Username, Clusters: []ListCluster{}}
+	for _, c := range h.clusters.For(id.Username, id.Groups) {
+		list.Clusters = append(list.Clusters, ListCluster{Name: c.Name, Server: c.Server, CertificateAuthorityData: c.CertificateAuthorityData,
+			Accepts: c.Accepts, Labels: c.Labels})
+	}
+	webhooks.Record(r.Context(), webhooks.Outcome{Decision: "listed", User: id.Username})
+	writeJSON(w, http.StatusOK, list)
+}
+
+// ClustersRoute is the server path of the cluster list of an issuer URL: its path (without a
+// trailing "/") followed by ClustersPath.
+func ClustersRoute(issuer string) string {
+	discovery, _, _ := Routes(issuer)
+	return strings.TrimSuffix(discovery, DiscoveryPath) + ClustersPath
+}
