@@ -47,7 +47,7 @@ func TestClusterListIsThePersonsClustersOnly(t *testing.T) {
 		user  string
 		want  string
 	}{
-		{"gho_alice", alice.Username, "legacy prod staging"},
+		{"gho_alice0iufm3", alice.Username, "legacy prod staging"},
 		{"gho_bob", bob.Username, "legacy staging"},
 	} {
 		rec := getClusters(h, "Bearer "+tc.token)
@@ -68,7 +68,7 @@ func TestClusterListIsThePersonsClustersOnly(t *testing.T) {
 		if strings.Contains(rec.Body.String(), "subjects") || strings.Contains(rec.Body.String(), "github:acme/") {
 			t.Errorf("%s: the list says who may use a cluster: %s", tc.token, rec.Body)
 		}
-		if tc.token == "gho_alice" {
+		if tc.token == "gho_alice0iufm3" {
 			prod := list.Clusters[1]
 			if prod.Server != "https://prod.example.com:6443" || prod.Accepts != fleet.AcceptsWebhook {
 				t.Errorf("prod %+v", prod)
@@ -120,7 +120,7 @@ func TestClusterListTakesASessionOfThisIssuer(t *testing.T) {
 	e := fleetIssuer(t)
 	var revokedUID string
 	h := NewClustersHandler(e.x, store, AcceptSessions(func(uid string, _ time.Time) bool { return uid == revokedUID }))
-	resp, _, oerr := e.x.Exchange(context.Background(), exchangeReq("gho_alice", TokenTypeAccessToken, "staging"))
+	resp, _, oerr := e.x.Exchange(context.Background(), exchangeReq("gho_alice0iufm3", TokenTypeAccessToken, "staging"))
 	if oerr != nil {
 		t.Fatal(oerr)
 	}

@@ -87,4 +87,3 @@ func reasonCode(oerr *OAuthError) string {
 	}
 	return oerr.Code
 }
-

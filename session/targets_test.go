@@ -57,7 +57,7 @@ func TestExchangeDecidesAccessPerCluster(t *testing.T) {
 		name, token, cluster string
 		wantCode             string
 	}{
-		{"a member of the cluster's team gets a session", "gho_alice", "prod", ""},
+		{"a member of the cluster's team gets a session", "gho_alice0iufm3", "prod", ""},
 		{"a member of another team is refused the team's cluster", "gho_bob", "prod", ErrInvalidTarget},
 		{"a cluster without subjects is every member's", "gho_bob", "staging", ""},
 		{"an audience of OCTOGATE_SESSION_AUDIENCES is every member's", "gho_bob", "legacy", ""},
@@ -126,7 +126,7 @@ func TestTokenHandlerAuditsEveryAnswer(t *testing.T) {
 	ex := func(tok, aud string) string {
 		return form("grant_type", GrantTypeTokenExchange, "subject_token", tok, "subject_token_type", TokenTypeAccessToken, "audience", aud)
 	}
-	ok := postForm(h, ex("gho_alice", "prod"))
+	ok := postForm(h, ex("gho_alice0iufm3", "prod"))
 	var resp Response
 	if err := json.Unmarshal(ok.Body.Bytes(), &resp); err != nil || resp.AccessToken == "" {
 		t.Fatalf("alice: %s", ok.Body)
@@ -140,7 +140,7 @@ func TestTokenHandlerAuditsEveryAnswer(t *testing.T) {
 	_ = w.Run(ctx)
 
 	text := out.b.String()
-	for _, secret := range []string{resp.AccessToken, strings.Split(resp.AccessToken, ".")[1], "gho_alice", "gho_bob", "gho_carol", "gho_down", "gho_secret"} {
+	for _, secret := range []string{resp.AccessToken, strings.Split(resp.AccessToken, ".")[1], "gho_alice0iufm3", "gho_bob", "gho_carol", "gho_down", "gho_secret"} {
 		if strings.Contains(text, secret) {
 			t.Fatalf("the audit output holds a token (%q):\n%s", secret, text)
 		}
