@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // The annotations the mutating webhook sets on every Namespace it admits on CREATE.
@@ -37,7 +37,7 @@ var protectedAnnotations = [...]string{AnnotationCreator, AnnotationCreatorGroup
 // (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#user-facing-roles).
 const groupSystemMasters = "system:masters"
 
-// Decisions passed to webhooks.Record.
+// Decisions passed to door.Record.
 const (
 	decisionPatch  = "patch"
 	decisionAdmit  = "admit"
@@ -108,7 +108,7 @@ func NewValidator(cfg Config) (http.Handler, error) {
 
 // standalone wraps h, which reports through rep, so it serves AdmissionReviews on any mux.
 // controller-runtime hands the handler r.Context(), which carries the server's
-// webhooks.Record slot and the envelope guard's hold on the outcome. MetricsPath stays
+// door.Record slot and the envelope guard's hold on the outcome. MetricsPath stays
 // empty: the webhooks server meters every route itself. The log constructor adds nothing per
 // request (the default formats six attributes on every review, a sixth of its cost); reporter
 // logs the review instead. controller-runtime's errors about a body it cannot take (empty,
@@ -156,21 +156,21 @@ func decodeNamespace(raw runtime.RawExtension, ns *corev1.Namespace) error {
 	return nil
 }
 
-// reporter reports each review's outcome: to the webhooks server (webhooks.Record, or a
+// reporter reports each review's outcome: to the webhooks server (door.Record, or a
 // test's fake) and as a debug log line. Under envelopeGuard the outcome goes to the guard,
 // which passes it on once the answer is known to stand.
 type reporter struct {
 	log     *slog.Logger
 	webhook string
-	outcome func(context.Context, webhooks.Outcome)
+	outcome func(context.Context, door.Outcome)
 }
 
 func newReporter(log *slog.Logger, webhook string) reporter {
-	return reporter{log: log, webhook: webhook, outcome: webhooks.Record}
+	return reporter{log: log, webhook: webhook, outcome: door.Record}
 }
 
 func (r reporter) record(ctx context.Context, req ctrladmission.Request, decision, reason string) {
-	o := webhooks.Outcome{
+	o := door.Outcome{
 		Decision: decision,
 		User:     req.UserInfo.Username,
 		UID:      string(req.UID),

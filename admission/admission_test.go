@@ -22,7 +22,7 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/octogate/octogate/internal/syncbuf"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -59,14 +59,14 @@ type ctxKey struct{}
 func TestHandlersGetTheRequestContext(t *testing.T) {
 	tests := []struct {
 		name string
-		new  func(record func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter)
+		new  func(record func(context.Context, door.Outcome)) (ctrladmission.Handler, reporter)
 	}{
-		{"mutator", func(r func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter) {
+		{"mutator", func(r func(context.Context, door.Outcome)) (ctrladmission.Handler, reporter) {
 			m := newMutator(Config{})
 			m.outcome = r
 			return m, m.reporter
 		}},
-		{"validator", func(r func(context.Context, webhooks.Outcome)) (ctrladmission.Handler, reporter) {
+		{"validator", func(r func(context.Context, door.Outcome)) (ctrladmission.Handler, reporter) {
 			v := newValidator(Config{})
 			v.outcome = r
 			return v, v.reporter
@@ -75,7 +75,7 @@ func TestHandlersGetTheRequestContext(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen any
-			handler, rep := tc.new(func(ctx context.Context, _ webhooks.Outcome) { seen = ctx.Value(ctxKey{}) })
+			handler, rep := tc.new(func(ctx context.Context, _ door.Outcome) { seen = ctx.Value(ctxKey{}) })
 			h, err := standalone(handler, rep)
 			if err != nil {
 				t.Fatal(err)
@@ -227,7 +227,7 @@ func TestRequestsThatAreNotAdmissionReviewsGet400RecordedAsErrors(t *testing.T) 
 					if strings.Count(body, "\n") != 1 || !strings.HasPrefix(body, `{"error":"`) || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error != tc.wantErr {
 						t.Errorf("body %q, want one line {\"error\":%q}", body, tc.wantErr)
 					}
-					if got, want := out.last(t), (webhooks.Outcome{Decision: "error", Reason: tc.wantErr}); got != want {
+					if got, want := out.last(t), (door.Outcome{Decision: "error", Reason: tc.wantErr}); got != want {
 						t.Errorf("recorded %+v, want %+v", got, want)
 					}
 				})
@@ -241,7 +241,7 @@ func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
 	h, out := testMutator(t)
 	req := namespaceRequest(admissionv1.Create, `{"metadata":{"name":"a"}}`, "", octocat)
 	review(t, h, v1, req)
-	want := webhooks.Outcome{Decision: decisionPatch, User: octocat.Username, UID: string(req.UID)}
+	want := door.Outcome{Decision: decisionPatch, User: octocat.Username, UID: string(req.UID)}
 	if got := out.last(t); got != want {
 		t.Fatalf("recorded %+v, want %+v", got, want)
 	}
@@ -253,7 +253,7 @@ func TestUndecodableBodiesLogNoErrors(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		logs := &syncbuf.Buffer{}
 		m := newMutator(Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
-		m.outcome = func(context.Context, webhooks.Outcome) {}
+		m.outcome = func(context.Context, door.Outcome) {}
 		h, err := standalone(m, m.reporter)
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // namespaceObject is the part of a v1 Namespace the webhooks decide on. The fields have the
@@ -85,9 +85,9 @@ func jsonObjectError(data []byte, err error) error {
 	case errors.As(again, &se):
 		return fmt.Errorf("object is not JSON: %w at byte %d", se, se.Offset)
 	case errors.As(again, &te) && te.Field == "":
-		return fmt.Errorf("object is a JSON %s, want a Namespace object", webhooks.JSONValueWord(te.Value))
+		return fmt.Errorf("object is a JSON %s, want a Namespace object", door.JSONValueWord(te.Value))
 	case errors.As(again, &te):
-		return fmt.Errorf("%s is a JSON %s, want %s", te.Field, webhooks.JSONValueWord(te.Value), webhooks.JSONTypeWords(te.Type))
+		return fmt.Errorf("%s is a JSON %s, want %s", te.Field, door.JSONValueWord(te.Value), door.JSONTypeWords(te.Type))
 	default:
 		return errors.New("object is not a Namespace")
 	}

@@ -16,12 +16,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // envelopeGuard gives requests that are not an admission.k8s.io/v1 or v1beta1 AdmissionReview
 // with a uid the answer every octogate route gives to a bad body: HTTP 400 with a one-line
-// JSON error (webhooks.WriteError) in plain words, recorded as webhooks.Outcome{Decision:
+// JSON error (door.WriteError) in plain words, recorded as door.Outcome{Decision:
 // "error", Reason: <that error>}. controller-runtime answers them with HTTP 200 instead: an
 // AdmissionReview without apiVersion and kind carrying the error when the body does not
 // decode, or a review echoing whatever apiVersion and kind (even "foo/v1" "Pod") it was sent.
@@ -55,7 +55,7 @@ type heldOutcomeKey struct{}
 
 // heldOutcome is the handler's outcome, kept until the guard knows the answer stands.
 type heldOutcome struct {
-	outcome webhooks.Outcome
+	outcome door.Outcome
 	set     bool
 }
 
@@ -65,7 +65,7 @@ func (g envelopeGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ServeHTTP sets no Content-Type, so net/http sniffed the review and labelled it
 	// text/plain (kube-apiserver decodes it as JSON either way).
 	w.Header().Set("Content-Type", "application/json")
-	body, err := webhooks.ReadBody(r)
+	body, err := door.ReadBody(r)
 	if err != nil {
 		g.refuse(ctx, w, "reading body failed")
 		return
@@ -101,11 +101,11 @@ const errUIDReplacement = "request.uid has bytes that are not UTF-8 or a U+FFFD:
 
 // refuse answers 400 with msg and records it as the request's outcome.
 func (g envelopeGuard) refuse(ctx context.Context, w http.ResponseWriter, msg string) {
-	g.reporter.outcome(ctx, webhooks.Outcome{Decision: decisionError, Reason: msg})
+	g.reporter.outcome(ctx, door.Outcome{Decision: decisionError, Reason: msg})
 	if g.reporter.log.Enabled(ctx, slog.LevelDebug) {
 		g.reporter.log.DebugContext(ctx, "admission request refused", "webhook", g.reporter.webhook, "reason", msg)
 	}
-	webhooks.WriteError(w, http.StatusBadRequest, msg)
+	door.WriteError(w, http.StatusBadRequest, msg)
 }
 
 var reviewPrefixes = [...][]byte{
@@ -176,20 +176,20 @@ const (
 func envelopeError(contentType string, body []byte) string {
 	if contentType != "application/json" {
 		// Behind the webhook server the route has refused it (415) or set the bare type.
-		if msg := webhooks.ContentTypeError(contentType); msg != "" {
+		if msg := door.ContentTypeError(contentType); msg != "" {
 			return msg
 		}
 		return "Content-Type must be application/json without parameters"
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return webhooks.EmptyBodyError("an AdmissionReview")
+		return door.EmptyBodyError("an AdmissionReview")
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		return webhooks.DecodeError(err, "an AdmissionReview")
+		return door.DecodeError(err, "an AdmissionReview")
 	}
 	if top == nil {
-		return webhooks.NullBodyError("an AdmissionReview")
+		return door.NullBodyError("an AdmissionReview")
 	}
 	apiVersion, msg := stringField(top, "apiVersion")
 	if msg != "" {
@@ -201,10 +201,10 @@ func envelopeError(contentType string, body []byte) string {
 	}
 	if apiVersion != "" || kind != "" {
 		if kind != reviewKind {
-			return webhooks.MustBeError("kind", reviewKind, kind)
+			return door.MustBeError("kind", reviewKind, kind)
 		}
 		if apiVersion != apiVersionV1 && apiVersion != apiVersionBeta1 {
-			return webhooks.MustBeError("apiVersion", apiVersionV1+" or "+apiVersionBeta1, apiVersion)
+			return door.MustBeError("apiVersion", apiVersionV1+" or "+apiVersionBeta1, apiVersion)
 		}
 	}
 	raw, ok := top["request"]
@@ -228,7 +228,7 @@ func envelopeError(contentType string, body []byte) string {
 	var ar admissionv1.AdmissionReview
 	var te *json.UnmarshalTypeError
 	if err := json.Unmarshal(body, &ar); errors.As(err, &te) && te.Field != "" {
-		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, webhooks.JSONValueWord(te.Value), webhooks.JSONTypeWords(te.Type))
+		return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, door.JSONValueWord(te.Value), door.JSONTypeWords(te.Type))
 	}
 	return "body is not an AdmissionReview request"
 }

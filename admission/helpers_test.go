@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 const (
@@ -38,24 +38,24 @@ var (
 	}
 )
 
-// outcomes collects what a handler passed to webhooks.Record.
+// outcomes collects what a handler passed to door.Record.
 type outcomes struct {
 	mu  sync.Mutex
-	got []webhooks.Outcome
+	got []door.Outcome
 }
 
-func (o *outcomes) record(_ context.Context, out webhooks.Outcome) {
+func (o *outcomes) record(_ context.Context, out door.Outcome) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.got = append(o.got, out)
 }
 
-func (o *outcomes) last(t *testing.T) webhooks.Outcome {
+func (o *outcomes) last(t *testing.T) door.Outcome {
 	t.Helper()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.got) != 1 {
-		t.Fatalf("webhooks.Record called %d times, want once: %+v", len(o.got), o.got)
+		t.Fatalf("door.Record called %d times, want once: %+v", len(o.got), o.got)
 	}
 	return o.got[0]
 }

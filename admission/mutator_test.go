@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // applyPatch applies the response's JSON patch to object the way kube-apiserver does and
@@ -154,7 +154,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 					t.Fatalf("allowed = false: %+v", resp.Result)
 				}
 				assertJSONEqual(t, applyPatch(t, tc.object, resp), tc.want)
-				want := webhooks.Outcome{Decision: "patch", User: tc.user.Username, UID: string(req.UID)}
+				want := door.Outcome{Decision: "patch", User: tc.user.Username, UID: string(req.UID)}
 				if got := out.last(t); got != want {
 					t.Errorf("recorded %+v, want %+v", got, want)
 				}

@@ -36,6 +36,7 @@ import (
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // Route names, in the order of the RESULT lines.
@@ -369,7 +370,7 @@ func start(ctx context.Context, dir string, o options) (*env, func(), error) {
 		return nil, nil, err
 	}
 	baseline := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "allow", User: "github:octocat", Reason: "octogate: rule bench"})
+		door.Record(r.Context(), door.Outcome{Decision: "allow", User: "github:octocat", Reason: "octogate: rule bench"})
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(fixedSubjectAccessReviewAnswer)
 	})

@@ -21,7 +21,7 @@ import (
 
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/revocation"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // Path is where the route is mounted.
@@ -193,9 +193,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status, a, ev := h.serve(r, event, delivery)
 	// The header is anyone's before the signature verifies (and not signed after): the log and
 	// the answer carry at most its first 64 bytes. GitHub's are 36-character GUIDs.
-	a.Delivery = webhooks.Clip(delivery)
+	a.Delivery = door.Clip(delivery)
 	h.count.WithLabelValues(ev.event, ev.action, a.Result).Inc()
-	webhooks.Record(r.Context(), webhooks.Outcome{Decision: a.Result, User: ev.subject, Reason: strings.Trim(ev.event+"."+ev.action, ".")})
+	door.Record(r.Context(), door.Outcome{Decision: a.Result, User: ev.subject, Reason: strings.Trim(ev.event+"."+ev.action, ".")})
 	h.log.LogAttrs(r.Context(), slog.LevelInfo, "GitHub webhook delivery",
 		slog.String("delivery", a.Delivery), slog.String("event", ev.event), slog.String("action", ev.action),
 		slog.String("result", a.Result), slog.String("subject", ev.subject),
@@ -238,11 +238,11 @@ func (h *Handler) waitTurn(ctx context.Context) error {
 type labels struct{ event, action, subject string }
 
 func (h *Handler) serve(r *http.Request, event, delivery string) (int, answer, labels) {
-	body, err := webhooks.ReadBody(r)
+	body, err := door.ReadBody(r)
 	if err != nil {
 		return http.StatusBadRequest, answer{Result: resultBadRequest, Message: "reading the body failed"}, labels{}
 	}
-	if len(body) > webhooks.MaxBodyBytes {
+	if len(body) > door.MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, answer{Result: resultBadRequest, Message: "body larger than 1 MiB"}, labels{}
 	}
 	payload, status, msg := h.verify(r, body)
@@ -427,13 +427,13 @@ func parsePayload(event string, payload []byte) (any, string) {
 	what := "a GitHub " + event + " event"
 	switch trimmed := bytes.TrimSpace(payload); {
 	case len(trimmed) == 0:
-		return nil, webhooks.EmptyBodyError(what)
+		return nil, door.EmptyBodyError(what)
 	case string(trimmed) == "null":
-		return nil, webhooks.NullBodyError(what)
+		return nil, door.NullBodyError(what)
 	}
 	parsed, err := github.ParseWebHook(event, payload)
 	if err != nil {
-		return nil, webhooks.DecodeError(err, what)
+		return nil, door.DecodeError(err, what)
 	}
 	return parsed, ""
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/octogate/octogate/fleet"
 	"github.com/octogate/octogate/tokenreview"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // ClustersPath is the route of the cluster list, under the issuer URL's path.
@@ -136,7 +136,7 @@ type bearerError struct {
 func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	unauthorized := func(reason, desc string) {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "refused", Reason: "[" + reason + "] " + desc})
+		door.Record(r.Context(), door.Outcome{Decision: "refused", Reason: "[" + reason + "] " + desc})
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		writeJSON(w, http.StatusUnauthorized, bearerError{Code: "invalid_token", Description: "[" + reason + "] " + desc})
 	}
@@ -173,7 +173,7 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(tokenreview.Reason(err), strings.TrimPrefix(strings.TrimPrefix(err.Error(), "["+tokenreview.Reason(err)+"]"), " "))
 		return
 	default:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: err.Error()})
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: err.Error()})
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, bearerError{Code: ErrTemporarilyUnavailable, Description: lookupError(err).Description})
 		return
@@ -183,7 +183,7 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		list.Clusters = append(list.Clusters, ListCluster{Name: c.Name, Server: c.Server, CertificateAuthorityData: c.CertificateAuthorityData,
 			Accepts: c.Accepts, Labels: c.Labels})
 	}
-	webhooks.Record(r.Context(), webhooks.Outcome{Decision: "listed", User: id.Username})
+	door.Record(r.Context(), door.Outcome{Decision: "listed", User: id.Username})
 	writeJSON(w, http.StatusOK, list)
 }
 

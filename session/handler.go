@@ -10,7 +10,7 @@ import (
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/tokenreview"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // Paths of the issuer's routes, under the issuer URL's path.
@@ -67,15 +67,15 @@ func (h *TokenHandler) MaxBodyBytes() int64 { return MaxRequestBytes }
 func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
-	body, err := webhooks.ReadBody(r)
+	body, err := door.ReadBody(r)
 	if err != nil || len(body) > MaxRequestBytes {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "request body unreadable or too large"})
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: "request body unreadable or too large"})
 		writeJSON(w, http.StatusRequestEntityTooLarge, OAuthError{Code: ErrInvalidRequest, Description: "request body larger than 16 KiB"})
 		return
 	}
 	req, oerr := DecodeRequest(body)
 	if oerr != nil {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: oerr.Error()})
 		h.audit.Log(auditEvent(req, h.clients.Addr(r), tokenreview.Identity{}, Claims{}, oerr))
 		writeJSON(w, http.StatusBadRequest, oerr)
 		return
@@ -86,18 +86,18 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var throttled *tokenreview.ThrottledError
 	switch {
 	case oerr != nil && errors.As(oerr.cause, &throttled):
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "throttled", Reason: oerr.Error()})
+		door.Record(r.Context(), door.Outcome{Decision: "throttled", Reason: oerr.Error()})
 		w.Header().Set("Retry-After", throttled.RetryAfterSeconds())
 		writeJSON(w, http.StatusTooManyRequests, oerr)
 	case oerr == nil:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + webhooks.Clip(req.Audience) + ", jti " + claims.ID})
+		door.Record(r.Context(), door.Outcome{Decision: "exchanged", User: id.Username, Reason: "audience " + door.Clip(req.Audience) + ", jti " + claims.ID})
 		writeJSON(w, http.StatusOK, resp)
 	case oerr.Code == ErrTemporarilyUnavailable:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: oerr.Error()})
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: oerr.Error()})
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, oerr)
 	default:
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "refused", User: id.Username, Reason: oerr.Error()})
+		door.Record(r.Context(), door.Outcome{Decision: "refused", User: id.Username, Reason: oerr.Error()})
 		writeJSON(w, http.StatusBadRequest, oerr)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/octogate/octogate/internal/filewatch"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // Config configures an Authorizer.
@@ -54,7 +54,7 @@ type Authorizer struct {
 	policy       atomic.Pointer[Policy]
 	reloadErrors prometheus.Counter
 	file         *filewatch.File // nil without a PolicyFile
-	record       func(context.Context, webhooks.Outcome)
+	record       func(context.Context, door.Outcome)
 	owners       NamespaceOwners
 	creators     NamespaceCreators
 	ownerRules   bool
@@ -72,7 +72,7 @@ func New(cfg Config) (*Authorizer, error) {
 	a := &Authorizer{
 		path:       cfg.PolicyFile,
 		log:        log.With("component", "subjectaccessreview"),
-		record:     webhooks.Record,
+		record:     door.Record,
 		owners:     cfg.Owners,
 		creators:   cfg.Creators,
 		ownerRules: cfg.OwnerRules,
@@ -131,27 +131,27 @@ func (a *Authorizer) Ready() error {
 // a known apiVersion gets 400 with a one-line JSON error.
 func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	body, err := webhooks.ReadBody(r)
+	body, err := door.ReadBody(r)
 	if err != nil {
 		// The read error may name the connection's addresses: logged, not answered.
-		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: "reading body: " + err.Error()})
-		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")
+		a.record(ctx, door.Outcome{Decision: "error", Reason: "reading body: " + err.Error()})
+		door.WriteError(w, http.StatusBadRequest, "reading body failed")
 		return
 	}
 	apiVersion, attrs, err := decodeReview(body)
 	if err != nil {
-		a.record(ctx, webhooks.Outcome{Decision: "error", Reason: err.Error()})
-		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
+		a.record(ctx, door.Outcome{Decision: "error", Reason: err.Error()})
+		door.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	d := a.Decide(&attrs)
 	out, err := d.answer(apiVersion)
 	if err != nil {
-		a.record(ctx, webhooks.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
-		webhooks.WriteError(w, http.StatusInternalServerError, "internal error")
+		a.record(ctx, door.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
+		door.WriteError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
-	a.record(ctx, webhooks.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
+	a.record(ctx, door.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }

@@ -13,7 +13,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	authorizationv1beta1 "k8s.io/api/authorization/v1beta1"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 
 	"github.com/octogate/octogate/internal/policyfixture"
 )
@@ -156,8 +156,8 @@ func TestHandlerTable(t *testing.T) {
 	for _, tc := range tableCases {
 		for _, version := range []string{APIVersionV1, APIVersionV1beta1} {
 			t.Run(version+"/"+tc.name, func(t *testing.T) {
-				var got webhooks.Outcome
-				a.record = func(_ context.Context, o webhooks.Outcome) { got = o }
+				var got door.Outcome
+				a.record = func(_ context.Context, o door.Outcome) { got = o }
 				status := postReview(t, a, version, sarBody(t, version, tc.attrs))
 				wantReason := ReasonNoMatch
 				if tc.rule != "" {

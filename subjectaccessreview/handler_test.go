@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 var update = flag.Bool("update", false, "rewrite golden answers under testdata/golden")
@@ -98,8 +98,8 @@ func TestBadRequestsGet400(t *testing.T) {
 	a := tableAuthorizer(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var got webhooks.Outcome
-			a.record = func(_ context.Context, o webhooks.Outcome) { got = o }
+			var got door.Outcome
+			a.record = func(_ context.Context, o door.Outcome) { got = o }
 			rec := httptest.NewRecorder()
 			a.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/authorize", strings.NewReader(tc.body)))
 			if rec.Code != http.StatusBadRequest {

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/octogate/octogate/internal/jsonv1"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // The SubjectAccessReview versions answered, each in its own apiVersion.
@@ -102,18 +102,18 @@ func badReview(msg string) error { return &badReviewError{msg} }
 func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) {
 	const want = "a " + reviewKind
 	if len(body) == 0 {
-		return "", attrs, badReview(webhooks.EmptyBodyError(want))
+		return "", attrs, badReview(door.EmptyBodyError(want))
 	}
 	var req reviewRequest
 	if err := jsonv1.Unmarshal(body, &req); err != nil {
-		return "", attrs, badReview(webhooks.DecodeError(err, want))
+		return "", attrs, badReview(door.DecodeError(err, want))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-		return "", attrs, badReview(webhooks.NullBodyError(want))
+		return "", attrs, badReview(door.NullBodyError(want))
 	}
 	// kind first, then apiVersion, as the other routes check them.
 	if req.Kind != reviewKind {
-		return "", attrs, badReview(webhooks.MustBeError("kind", reviewKind, req.Kind))
+		return "", attrs, badReview(door.MustBeError("kind", reviewKind, req.Kind))
 	}
 	switch req.APIVersion {
 	case APIVersionV1:
@@ -121,7 +121,7 @@ func decodeReview(body []byte) (apiVersion string, attrs Attributes, err error) 
 	case APIVersionV1beta1:
 		attrs.Groups = req.Spec.Group
 	default:
-		return "", attrs, badReview(webhooks.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, req.APIVersion))
+		return "", attrs, badReview(door.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, req.APIVersion))
 	}
 	attrs.User = req.Spec.User
 	attrs.UID = req.Spec.UID

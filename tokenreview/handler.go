@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/octogate/octogate/internal/jsonv1"
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // API versions of TokenReview this handler speaks; the answer uses the request's.
@@ -110,19 +110,19 @@ func decodeReview(body []byte) (review, error) {
 	const want = "a TokenReview"
 	var rv review
 	if len(body) == 0 {
-		return rv, errors.New(webhooks.EmptyBodyError(want))
+		return rv, errors.New(door.EmptyBodyError(want))
 	}
 	if err := jsonv1.Unmarshal(body, &rv); err != nil {
-		return rv, errors.New(webhooks.DecodeError(err, want))
+		return rv, errors.New(door.DecodeError(err, want))
 	}
 	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-		return rv, errors.New(webhooks.NullBodyError(want))
+		return rv, errors.New(door.NullBodyError(want))
 	}
 	if rv.Kind != kindTokenReview {
-		return rv, errors.New(webhooks.MustBeError("kind", kindTokenReview, rv.Kind))
+		return rv, errors.New(door.MustBeError("kind", kindTokenReview, rv.Kind))
 	}
 	if rv.APIVersion != APIVersionV1 && rv.APIVersion != APIVersionV1beta1 {
-		return rv, errors.New(webhooks.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, rv.APIVersion))
+		return rv, errors.New(door.MustBeError("apiVersion", APIVersionV1+" or "+APIVersionV1beta1, rv.APIVersion))
 	}
 	if rv.Spec.Token == "" {
 		return rv, errors.New("spec.token is missing or empty")
@@ -142,20 +142,20 @@ func encodeUser(id Identity) []byte {
 // decide is the answer and HTTP status for a lookup's result: identity -> 200 authenticated;
 // ErrRefused -> 200 not authenticated; anything else -> 503 (kube-apiserver retries and does
 // not cache it).
-func decide(apiVersion string, id Identity, err error) (answer, int, webhooks.Outcome) {
+func decide(apiVersion string, id Identity, err error) (answer, int, door.Outcome) {
 	a := answer{APIVersion: apiVersion, Kind: kindTokenReview}
 	switch {
 	case err == nil:
 		a.Status = answerStatus{Authenticated: true, User: &answerUser{
 			Username: id.Username, UID: id.UID, Groups: id.Groups, Extra: id.Extra,
 		}}
-		return a, http.StatusOK, webhooks.Outcome{Decision: "authenticated", User: id.Username}
+		return a, http.StatusOK, door.Outcome{Decision: "authenticated", User: id.Username}
 	case errors.Is(err, ErrRefused):
 		a.Status = answerStatus{Error: err.Error()}
-		return a, http.StatusOK, webhooks.Outcome{Decision: "unauthenticated", Reason: err.Error()}
+		return a, http.StatusOK, door.Outcome{Decision: "unauthenticated", Reason: err.Error()}
 	default:
 		a.Status = answerStatus{Error: err.Error()}
-		return a, http.StatusServiceUnavailable, webhooks.Outcome{Decision: "error", Reason: logReason(err)}
+		return a, http.StatusServiceUnavailable, door.Outcome{Decision: "error", Reason: logReason(err)}
 	}
 }
 
@@ -202,27 +202,27 @@ func (h *Handler) MaxBodyBytes() int64 { return MaxReviewBytes }
 // above MaxReviewBytes gets 413; a token above MaxTokenBytes is answered authenticated:false
 // without being looked up.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := webhooks.ReadBody(r)
+	body, err := door.ReadBody(r)
 	if err != nil {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "reading body failed"})
-		webhooks.WriteError(w, http.StatusBadRequest, "reading body failed")
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: "reading body failed"})
+		door.WriteError(w, http.StatusBadRequest, "reading body failed")
 		return
 	}
 	if len(body) > MaxReviewBytes {
 		// Behind the webhook server the route's limit has refused it already.
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: "request body too large"})
-		webhooks.WriteError(w, http.StatusRequestEntityTooLarge, "request body larger than 16 KiB")
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: "request body too large"})
+		door.WriteError(w, http.StatusRequestEntityTooLarge, "request body larger than 16 KiB")
 		return
 	}
 	rv, err := decodeReview(body)
 	if err != nil {
-		webhooks.Record(r.Context(), webhooks.Outcome{Decision: "error", Reason: err.Error()})
-		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
+		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: err.Error()})
+		door.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	id, err := h.review(r.Context(), rv.Spec.Token)
 	a, status, outcome := decide(rv.APIVersion, id, err)
-	webhooks.Record(r.Context(), outcome)
+	door.Record(r.Context(), outcome)
 
 	buf := h.buffers.Get().(*bytes.Buffer)
 	defer h.putBuffer(buf)

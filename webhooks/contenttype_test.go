@@ -98,18 +98,3 @@ func TestWithMediaTypesRefusesWhatIsNotABareMediaType(t *testing.T) {
 		}()
 	}
 }
-
-// ContentTypeError is the application/json-only rule that decoders outside the server
-// (admission's envelope) share with the default route.
-func TestContentTypeError(t *testing.T) {
-	for ct, want := range map[string]string{
-		"application/json":                "",
-		"application/json; charset=utf-8": "",
-		"":                                "Content-Type must be application/json",
-		"text/plain":                      `Content-Type must be application/json, not "text/plain"`,
-	} {
-		if got := webhooks.ContentTypeError(ct); got != want {
-			t.Errorf("ContentTypeError(%q) = %q, want %q", ct, got, want)
-		}
-	}
-}

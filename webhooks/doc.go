@@ -8,7 +8,8 @@
 //
 // It speaks plain HTTP semantics only; the review APIs (TokenReview, SubjectAccessReview,
 // AdmissionReview) belong to the handlers mounted with Server.Handle. A handler reports what
-// it decided with Record and answers undecodable requests with WriteError.
+// it decided with door.Record and answers undecodable requests with door.WriteError: package
+// webhooks/door holds that shared vocabulary, so that handlers need not import the server.
 //
 // Kubernetes facts it relies on:
 //   - kube-apiserver retries webhook calls answered 429 and reads Retry-After

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // HandleGet mounts h at path for GET only: a public document (an OpenID Connect discovery
@@ -28,8 +30,8 @@ type getRoute struct{ rt *route }
 
 func (g getRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	outcome := &Outcome{}
-	ctx := withOutcome(r.Context(), outcome)
+	outcome := &door.Outcome{}
+	ctx := door.WithOutcome(r.Context(), outcome)
 	rw := &statusWriter{ResponseWriter: w}
 	defer g.rt.finish(r, rw, outcome, start)
 	select {
@@ -37,7 +39,7 @@ func (g getRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-g.rt.inflight }()
 	default:
 		rw.Header().Set("Retry-After", "1")
-		WriteError(rw, http.StatusTooManyRequests, "too many requests in flight; retry")
+		door.WriteError(rw, http.StatusTooManyRequests, "too many requests in flight; retry")
 		return
 	}
 	g.rt.next.ServeHTTP(rw, r.WithContext(ctx))

@@ -20,6 +20,7 @@ import (
 	"github.com/octogate/octogate/certs"
 	"github.com/octogate/octogate/internal/syncbuf"
 	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 func TestMain(m *testing.M) {
@@ -240,10 +241,10 @@ func certDER(t *testing.T, kp certs.KeyPair) []byte {
 var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		webhooks.WriteError(w, http.StatusBadRequest, err.Error())
+		door.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	webhooks.Record(r.Context(), webhooks.Outcome{Decision: "allow", User: "github:octocat", Reason: "test"})
+	door.Record(r.Context(), door.Outcome{Decision: "allow", User: "github:octocat", Reason: "test"})
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = io.WriteString(w, strconv.Itoa(len(b)))
 })

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // route is one webhook mounted with Server.Handle. Its ServeHTTP is the whole per-request
@@ -32,7 +33,7 @@ type route struct {
 	// inflight is this webhook's own budget of MaxInflight slots, so that one webhook whose
 	// requests wait (authenticate on a slow GitHub) cannot take the others' slots.
 	inflight chan struct{}
-	// maxBody is this route's body limit in bytes (MaxBodyBytes unless WithMaxBodyBytes).
+	// maxBody is this route's body limit in bytes (door.MaxBodyBytes unless WithMaxBodyBytes).
 	maxBody int64
 	// tooLarge is the message of the route's 413 answer.
 	tooLarge string
@@ -48,7 +49,7 @@ type route struct {
 // RouteOption changes one route mounted with Server.Handle.
 type RouteOption func(*route)
 
-// WithMaxBodyBytes sets the route's body limit to n bytes (n > 0) instead of MaxBodyBytes:
+// WithMaxBodyBytes sets the route's body limit to n bytes (n > 0) instead of door.MaxBodyBytes:
 // a body declared (Content-Length) or found (chunked) larger is answered 413 before any of it
 // is kept and before the handler runs. A webhook whose review is small (a TokenReview is a
 // token and a few fields) sets a limit sized for it, so that a flood of large bodies costs
@@ -67,12 +68,8 @@ func WithoutClientCert() RouteOption {
 	return func(rt *route) { rt.public = true }
 }
 
-// MediaTypeJSON is the media type every webhook route takes unless WithMediaTypes says
-// otherwise: what kube-apiserver's webhook clients send.
-const MediaTypeJSON = "application/json"
-
 // jsonOnly is the default media types of a route.
-var jsonOnly = []string{MediaTypeJSON}
+var jsonOnly = []string{door.MediaTypeJSON}
 
 // WithMediaTypes sets the media types the route takes, instead of application/json only.
 // Each is a bare media type ("application/x-www-form-urlencoded", no parameters), compared
@@ -117,8 +114,8 @@ func bodyLimitText(n int64) string {
 // request holds the per-request wrappers, allocated once per request.
 type request struct {
 	rw      statusWriter
-	body    bodyReader
-	outcome Outcome
+	body    door.Body
+	outcome door.Outcome
 }
 
 var errTooLarge = errors.New("request body too large")
@@ -127,7 +124,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	req := &request{rw: statusWriter{ResponseWriter: w}}
 	outcome := &req.outcome
-	ctx := withOutcome(r.Context(), outcome)
+	ctx := door.WithOutcome(r.Context(), outcome)
 	defer func() {
 		if p := recover(); p != nil {
 			abort := p == http.ErrAbortHandler //nolint:errorlint // a panic value is never wrapped; net/http compares it the same way
@@ -137,7 +134,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			outcome.Decision = "error"
 			if req.rw.status == 0 && !abort {
-				WriteError(&req.rw, http.StatusInternalServerError, "internal error")
+				door.WriteError(&req.rw, http.StatusInternalServerError, "internal error")
 				rt.finish(r, &req.rw, outcome, start)
 				return
 			}
@@ -151,14 +148,14 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	if rt.s.requireClientCert && !rt.public && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
-		WriteError(&req.rw, http.StatusUnauthorized, "a client certificate signed by the configured client CA is required")
+		door.WriteError(&req.rw, http.StatusUnauthorized, "a client certificate signed by the configured client CA is required")
 		return
 	}
 
 	contentType := r.Header.Get("Content-Type")
-	mt := matchMediaType(contentType, rt.mediaTypes)
+	mt := door.MatchMediaType(contentType, rt.mediaTypes)
 	if mt == "" {
-		WriteError(&req.rw, http.StatusUnsupportedMediaType, wrongMediaType(rt.wrongType, contentType))
+		door.WriteError(&req.rw, http.StatusUnsupportedMediaType, door.WrongMediaType(rt.wrongType, contentType))
 		return
 	}
 	// Handlers see the bare media type: controller-runtime's admission handler takes no other.
@@ -169,7 +166,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// The body is read before taking an in-flight slot: a client trickling its body in
 	// must not hold a slot that a prompt request could use. Memory per connection is still
-	// bounded by MaxBodyBytes and the server's read timeout.
+	// bounded by the route's limit and the server's read timeout.
 	body, err := readBody(r, rt.maxBody)
 	if err != nil {
 		rt.refuseBody(&req.rw, outcome, err)
@@ -181,11 +178,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-rt.inflight }()
 	default:
 		req.rw.Header().Set("Retry-After", "1")
-		WriteError(&req.rw, http.StatusTooManyRequests, "too many requests in flight; retry")
+		door.WriteError(&req.rw, http.StatusTooManyRequests, "too many requests in flight; retry")
 		return
 	}
 
-	req.body.reset(body)
+	req.body.Reset(body)
 	r = r.WithContext(ctx)
 	r.Body = &req.body
 	r.ContentLength = int64(len(body))
@@ -203,19 +200,19 @@ const (
 // refuseBody answers a body that readBody refused: 413 above the route's limit, 408 Request
 // Timeout when the server's read timeout passed before the body was complete (a client that
 // stalled), else 400. The cause goes to the request log only.
-func (rt *route) refuseBody(rw *statusWriter, o *Outcome, err error) {
+func (rt *route) refuseBody(rw *statusWriter, o *door.Outcome, err error) {
 	switch {
 	case errors.Is(err, errTooLarge):
 		// Not reading the rest: net/http closes the connection after this answer rather
 		// than drain a body this large.
-		WriteError(rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
+		door.WriteError(rw, http.StatusRequestEntityTooLarge, rt.tooLarge)
 		return
 	case isTimeout(err):
 		// The connection's read deadline has passed: it cannot carry another request.
 		rw.Header().Set("Connection", "close")
-		WriteError(rw, http.StatusRequestTimeout, bodyTimeoutError)
+		door.WriteError(rw, http.StatusRequestTimeout, bodyTimeoutError)
 	default:
-		WriteError(rw, http.StatusBadRequest, bodyReadError)
+		door.WriteError(rw, http.StatusBadRequest, bodyReadError)
 	}
 	o.Reason = "reading request body: " + err.Error()
 }
@@ -226,55 +223,8 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// ContentTypeError is the Content-Type rule of a webhook route that takes application/json
-// only (the default; WithMediaTypes sets others): parameters such as charset are allowed,
-// which is what kube-apiserver's webhook clients send for TokenReview, SubjectAccessReview
-// and AdmissionReview (client-go's REST client defaults ContentType to application/json).
-// It returns "" for an acceptable value, else the error a route answers with 415 Unsupported
-// Media Type: "Content-Type must be application/json" (none given) or
-// `Content-Type must be application/json, not "text/plain"`.
-func ContentTypeError(contentType string) string {
-	if matchMediaType(contentType, jsonOnly) != "" {
-		return ""
-	}
-	return wrongMediaType("Content-Type must be "+MediaTypeJSON, contentType)
-}
-
-// matchMediaType is the one of accepted (bare, lower-case media types) that contentType
-// names, with or without parameters and in any case (RFC 9110 section 8.3.1), or "" when
-// it names none or does not parse. An exact match is found without allocating.
-func matchMediaType(contentType string, accepted []string) string {
-	for _, a := range accepted {
-		if contentType == a {
-			return a
-		}
-	}
-	if contentType == "" {
-		return ""
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return ""
-	}
-	for _, a := range accepted {
-		if mt == a {
-			return a
-		}
-	}
-	return ""
-}
-
-// wrongMediaType is the 415 message: want ("Content-Type must be ..."), and the value sent,
-// clipped, unless none was.
-func wrongMediaType(want, contentType string) string {
-	if contentType == "" {
-		return want
-	}
-	return fmt.Sprintf("%s, not %q", want, Clip(contentType))
-}
-
 // finish writes the request's log line and metrics.
-func (rt *route) finish(r *http.Request, rw *statusWriter, o *Outcome, start time.Time) {
+func (rt *route) finish(r *http.Request, rw *statusWriter, o *door.Outcome, start time.Time) {
 	end := time.Now()
 	elapsed := end.Sub(start)
 	status := rw.status
@@ -328,35 +278,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return buf, nil
-}
-
-// bodyReader replaces r.Body with the bytes already read; ReadBody hands those bytes to
-// handlers without copying them.
-type bodyReader struct {
-	bytes.Reader
-	b []byte
-}
-
-func (br *bodyReader) reset(b []byte) {
-	br.b = b
-	br.Reset(b)
-}
-
-func (*bodyReader) Close() error { return nil }
-
-// ReadBody returns the request body. Behind a route of this package's Server the body has
-// already been read (and bounded to the route's limit: MaxBodyBytes unless WithMaxBodyBytes
-// set another), and ReadBody returns those bytes without
-// a copy; elsewhere (a handler under test) it reads r.Body, up to MaxBodyBytes+1 bytes. The
-// caller must not modify the bytes.
-func ReadBody(r *http.Request) ([]byte, error) {
-	if br, ok := r.Body.(*bodyReader); ok {
-		return br.b, nil
-	}
-	if r.Body == nil {
-		return nil, nil
-	}
-	return io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 }
 
 // statusWriter remembers the status the handler answered with.

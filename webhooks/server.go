@@ -17,6 +17,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 const (
@@ -25,11 +27,6 @@ const (
 	// DefaultShutdownTimeout bounds how long Run waits for in-flight requests after its
 	// context is cancelled: under Kubernetes' default 30 s termination grace period.
 	DefaultShutdownTimeout = 25 * time.Second
-	// MaxBodyBytes is the largest request body a webhook route accepts (1 MiB) unless the
-	// route sets its own (WithMaxBodyBytes); larger bodies are answered 413 without calling
-	// the handler.
-	MaxBodyBytes = 1 << 20
-
 	// The connection timeouts keep slow or idle clients (slowloris) from holding resources:
 	// headers (and, for TLS, the handshake) must arrive within readHeaderTimeout and the whole
 	// request within readTimeout; a handler gets writeTimeout, above the 30 s the
@@ -167,14 +164,14 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	s.router.NotFound(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusNotFound, "not found")
+		door.WriteError(w, http.StatusNotFound, "not found")
 	})
 	s.router.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// chi only sets Allow in its own 405 handler; this one answers JSON, so set it here.
 		if a := s.allow[r.URL.Path]; a != "" {
 			w.Header().Set("Allow", a)
 		}
-		WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
+		door.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
 	})
 	s.router.Get("/healthz", s.healthz)
 	s.router.Get("/readyz", s.readyz)
@@ -202,7 +199,7 @@ func (s *Server) Handle(path, webhook string, h http.Handler, opts ...RouteOptio
 		panic(fmt.Sprintf("webhooks: Handle(%q, %q): want a path starting with / and a webhook name", path, webhook))
 	}
 	rt := s.newRoute(http.MethodPost, path, webhook, h)
-	rt.maxBody = MaxBodyBytes
+	rt.maxBody = door.MaxBodyBytes
 	for _, o := range opts {
 		o(rt)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // chunked hides the length of r so the client sends it with chunked transfer encoding.
@@ -37,9 +38,9 @@ func TestRouting(t *testing.T) {
 	}{
 		{"POST reaches the handler with the whole body", "POST", "/authorize", strings.NewReader(`{"kind":"SubjectAccessReview"}`), 200, "30", nil},
 		{"empty POST body reaches the handler", "POST", "/authorize", nil, 200, "0", nil},
-		{"body of exactly 1 MiB is accepted", "POST", "/authorize", bytes.NewReader(make([]byte, webhooks.MaxBodyBytes)), 200, "1048576", nil},
+		{"body of exactly 1 MiB is accepted", "POST", "/authorize", bytes.NewReader(make([]byte, door.MaxBodyBytes)), 200, "1048576", nil},
 		{"2 MiB body is refused with 413", "POST", "/authorize", bytes.NewReader(make([]byte, 2<<20)), 413, `{"error":"request body larger than 1 MiB"}`, nil},
-		{"chunked body above 1 MiB is refused with 413", "POST", "/authorize", chunked{bytes.NewReader(make([]byte, webhooks.MaxBodyBytes+1))}, 413, `{"error":"request body larger than 1 MiB"}`, nil},
+		{"chunked body above 1 MiB is refused with 413", "POST", "/authorize", chunked{bytes.NewReader(make([]byte, door.MaxBodyBytes+1))}, 413, `{"error":"request body larger than 1 MiB"}`, nil},
 		{"chunked body under 1 MiB is accepted", "POST", "/authorize", chunked{strings.NewReader("abc")}, 200, "3", nil},
 		{"GET on a webhook route is 405 naming POST", "GET", "/authorize", nil, 405, `{"error":"method GET not allowed"}`, map[string]string{"Allow": "POST", "Content-Type": "application/json"}},
 		{"PUT on a webhook route is 405", "PUT", "/authorize", strings.NewReader("{}"), 405, `{"error":"method PUT not allowed"}`, nil},
@@ -105,7 +106,7 @@ func TestInflightLimit(t *testing.T) {
 		s.Handle("/authorize", "authorize", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			entered <- struct{}{}
 			<-release
-			webhooks.Record(r.Context(), webhooks.Outcome{Decision: "allow"})
+			door.Record(r.Context(), door.Outcome{Decision: "allow"})
 		}))
 	})
 	var wg sync.WaitGroup
@@ -189,11 +190,11 @@ func TestRequestLogAndMetrics(t *testing.T) {
 	ts := startServer(t, webhooks.Config{Registerer: reg}, func(s *webhooks.Server) {
 		s.Handle("/authenticate", "authenticate", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.ReadAll(r.Body)
-			webhooks.Record(r.Context(), webhooks.Outcome{Decision: "authenticated", User: "github:octocat", UID: "uid-1", Reason: "member of acme"})
+			door.Record(r.Context(), door.Outcome{Decision: "authenticated", User: "github:octocat", UID: "uid-1", Reason: "member of acme"})
 			_, _ = io.WriteString(w, "{}")
 		}))
 		s.Handle("/authorize", "authorize", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			webhooks.WriteError(w, http.StatusBadRequest, "undecodable")
+			door.WriteError(w, http.StatusBadRequest, "undecodable")
 		}))
 	})
 	body := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + token + `"}}`

@@ -1,11 +1,11 @@
-package webhooks_test
+package door_test
 
 import (
 	"encoding/json"
 	"errors"
 	"testing"
 
-	"github.com/octogate/octogate/webhooks"
+	"github.com/octogate/octogate/webhooks/door"
 )
 
 // DecodeError is the one place every route's decoder turns a JSON decode error into words.
@@ -23,11 +23,11 @@ func TestDecodeError(t *testing.T) {
 		`{"spec":{"ttl":1.5}}`:   "spec.ttl is a JSON number, want an integer",
 	} {
 		err := json.Unmarshal([]byte(body), &v)
-		if got := webhooks.DecodeError(err, "a TokenReview"); got != want {
+		if got := door.DecodeError(err, "a TokenReview"); got != want {
 			t.Errorf("%s: %q, want %q", body, got, want)
 		}
 	}
-	if got := webhooks.DecodeError(errors.New("other"), "a TokenReview"); got != "body is not JSON" {
+	if got := door.DecodeError(errors.New("other"), "a TokenReview"); got != "body is not JSON" {
 		t.Errorf("another error: %q", got)
 	}
 }

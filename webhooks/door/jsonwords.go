@@ -1,4 +1,4 @@
-package webhooks
+package door
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package webhooks
+package door
 
 import (
 	"context"
@@ -23,13 +23,14 @@ type Outcome struct {
 
 type outcomeKey struct{}
 
-// withOutcome returns a context that carries o, the slot for the handler's Outcome.
-func withOutcome(ctx context.Context, o *Outcome) context.Context {
+// WithOutcome returns a context that carries o, the slot for the handler's Outcome. The
+// server calls it once per request, before the handler runs, and reads o afterwards.
+func WithOutcome(ctx context.Context, o *Outcome) context.Context {
 	return context.WithValue(ctx, outcomeKey{}, o)
 }
 
 // Record stores the handler's Outcome in the request context. Outside a request served by
-// this package's Server (for example in a handler unit test) it does nothing.
+// the server (for example in a handler unit test) it does nothing.
 func Record(ctx context.Context, o Outcome) {
 	if slot, ok := ctx.Value(outcomeKey{}).(*Outcome); ok {
 		*slot = o
