@@ -47,7 +47,8 @@ type Config struct {
 	Authorizer    Authorizer
 	// Limits bounds requests per user and in all (zero fields: defaults, see Limits).
 	Limits Limits
-	// Logger receives one line per refused request and per upstream failure. Nil discards.
+	// Logger receives one line per refused request and per upstream failure, and at debug
+	// level one per decision (logDecisions). Nil discards.
 	Logger *slog.Logger
 	// Registerer gets the octogate_proxy_* metrics. Nil: not registered.
 	Registerer prometheus.Registerer
@@ -97,7 +98,7 @@ func New(cfg Config) (*Proxy, error) {
 	return &Proxy{
 		forward: f,
 		authn:   cfg.Authenticator,
-		authz:   cfg.Authorizer,
+		authz:   logDecisions(cfg.Authorizer, log),
 		limits:  lim,
 		resolver: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),

@@ -90,7 +90,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	if p.admin, err = kubernetes.NewForConfig(p.m.APIServer.Admin); err != nil {
 		t.Fatal(err)
 	}
-	waitProxyRBAC(ctx, t, p.admin)
+	waitProxyRBAC(ctx, t, p.admin, []byte(cluster.ExamplePolicy))
 	kubeconfig := filepath.Join(p.work, "proxy-users.kubeconfig")
 	if err := p.m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken},
@@ -116,13 +116,14 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	return p
 }
 
-// waitProxyRBAC waits until the controller has bound every grant of the example policy to
-// its octogate:rule group (ClusterRoleBindings labelled ownership.LabelProxyRBAC): until
-// then a request a rule allows is forbidden through the proxy, as it would be for the first
-// seconds after octogate is installed on a managed cluster.
-func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface) {
+// waitProxyRBAC waits until the controller has bound every grant of policy (the cluster's
+// AuthorizationPolicy YAML) to its octogate:rule group (ClusterRoleBindings labelled
+// ownership.LabelProxyRBAC): until then a request a rule allows is forbidden through the
+// proxy, as it would be for the first seconds after octogate is installed on a managed
+// cluster.
+func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface, policyYAML []byte) {
 	t.Helper()
-	policy, err := subjectaccessreview.Parse([]byte(cluster.ExamplePolicy))
+	policy, err := subjectaccessreview.Parse(policyYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
