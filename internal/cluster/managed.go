@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/proxy"
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 // ManagedConfig describes a control plane set up like a managed cluster (EKS, GKE, AKS):
@@ -211,6 +213,49 @@ func (m *Managed) WriteProxyKubeconfig(path string, users []KubeconfigUser) erro
 		}
 	}
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// WaitProxyRBAC waits until octogate's controller (OCTOGATE_PROXY_RBAC=true) has bound every
+// grant of policy (the AuthorizationPolicy YAML octogate serves) to its octogate:rule group:
+// ClusterRoleBindings labelled ownership.LabelProxyRBAC, named after the group. Until then a
+// request a rule allows is forbidden through the proxy, as for the first seconds after
+// octogate is installed on a managed cluster. The error names the grants still unbound when
+// ctx ends.
+func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
+	p, err := subjectaccessreview.Parse(policy)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(m.APIServer.Admin)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := map[string]bool{}
+		for _, g := range p.Grants() {
+			missing[g.Name] = true
+		}
+		list, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
+		if err == nil {
+			for _, b := range list.Items {
+				delete(missing, b.Name)
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			names := make([]string, 0, len(missing))
+			for n := range missing {
+				names = append(names, n)
+			}
+			return fmt.Errorf("the proxy's RBAC: %d grants not bound (%s; last error %v): %w", len(missing), strings.Join(names, ", "), err, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // Stop stops octogate, kube-controller-manager, kube-apiserver and etcd.
