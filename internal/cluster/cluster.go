@@ -49,6 +49,9 @@ type Config struct {
 	// a recorder in front of octogate's /authorize sees every SubjectAccessReview
 	// kube-apiserver sends.
 	AuthzServer string
+	// AuthzUncached turns kube-apiserver's cache of the authorization webhook's answers off,
+	// so that every check of every request reaches the webhook.
+	AuthzUncached bool
 	// ProxyPort, when set, is the port on 127.0.0.1 of octogate's impersonating proxy
 	// (OCTOGATE_PROXY_LISTEN), which forwards as the ServiceAccount ProxyNamespace/
 	// ProxyServiceAccount created with impersonation rights only.
@@ -127,7 +130,13 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	var authzTTL time.Duration // the default
+	if cfg.AuthzUncached {
+		authzTTL = -1
+	}
 	c.APIServer, err = StartAPIServer(APIServerConfig{
+		AuthorizedTTL:       authzTTL,
+		UnauthorizedTTL:     authzTTL,
 		BinDir:              cfg.BinDir,
 		WorkDir:             cfg.WorkDir,
 		AuthnKubeconfig:     c.AuthnKubeconfig,
