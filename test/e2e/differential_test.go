@@ -629,7 +629,9 @@ func TestDifferentialChecks(t *testing.T) {
 	}
 	webhook.setup(ctx, t, wc.APIServer.Admin)
 	proxied.setup(ctx, t, m.APIServer.Admin)
-	waitProxyRBAC(ctx, t, m, []byte(differentialPolicy))
+	if err := m.WaitProxyRBAC(ctx, []byte(differentialPolicy)); err != nil {
+		t.Fatal(err)
+	}
 
 	type outcome struct {
 		step           diffStep

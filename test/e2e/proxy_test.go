@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/octogate/octogate/internal/cluster"
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/ownership"
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 // proxyEnv is a cluster set up like a managed one (docs/managed-clusters.md): kube-apiserver
@@ -87,7 +90,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	if p.admin, err = kubernetes.NewForConfig(p.m.APIServer.Admin); err != nil {
 		t.Fatal(err)
 	}
-	waitProxyRBAC(ctx, t, p.m, []byte(cluster.ExamplePolicy))
+	waitProxyRBAC(ctx, t, p.admin)
 	kubeconfig := filepath.Join(p.work, "proxy-users.kubeconfig")
 	if err := p.m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken},
@@ -113,12 +116,36 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	return p
 }
 
-// waitProxyRBAC waits until the controller has bound every grant of policyYAML to its
-// octogate:rule group (cluster.Managed.WaitProxyRBAC).
-func waitProxyRBAC(ctx context.Context, t testing.TB, m *cluster.Managed, policyYAML []byte) {
+// waitProxyRBAC waits until the controller has bound every grant of the example policy to
+// its octogate:rule group (ClusterRoleBindings labelled ownership.LabelProxyRBAC): until
+// then a request a rule allows is forbidden through the proxy, as it would be for the first
+// seconds after octogate is installed on a managed cluster.
+func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface) {
 	t.Helper()
-	if err := m.WaitProxyRBAC(ctx, policyYAML); err != nil {
+	policy, err := subjectaccessreview.Parse([]byte(cluster.ExamplePolicy))
+	if err != nil {
 		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, g := range policy.Grants() {
+		want[g.Name] = true
+	}
+	for {
+		list, err := admin.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
+		missing := maps.Clone(want)
+		if err == nil {
+			for _, b := range list.Items {
+				delete(missing, b.Name)
+			}
+		}
+		if err == nil && len(missing) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the proxy's RBAC: %d of %d grants not bound (%v)", len(missing), len(want), err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
