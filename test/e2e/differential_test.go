@@ -305,9 +305,11 @@ func (s diffStep) String() string {
 	return line
 }
 
+// The two transports of exec, attach, port-forward and cp: kubectl's default (WebSockets)
+// and SPDY.
 var (
-	spdy = []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}
-	ws   = []string(nil) // kubectl's default: WebSockets
+	overWebSockets = []string(nil)
+	overSPDY       = []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}
 )
 
 // run runs step as bob on side and returns how it ended.
@@ -465,7 +467,7 @@ func differentialScript(t *testing.T, local string) []diffStep {
 			diffStep{args: []string{"-n", ns, "get", "pods"}},
 			diffStep{args: []string{"-n", ns, "logs", "web", "-c", "app", "--tail=1"}},
 		)
-		for _, transport := range [][]string{ws, spdy} {
+		for _, transport := range [][]string{overWebSockets, overSPDY} {
 			script = append(script,
 				diffStep{args: []string{"-n", ns, "exec", "web", "-c", "app", "--", "echo", "hi"}, env: transport},
 				diffStep{args: []string{"-n", ns, "attach", "-i", "web", "-c", "app"}, stdin: []byte("typed\n"), env: transport},
