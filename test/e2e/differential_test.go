@@ -536,8 +536,8 @@ var canIPairs = map[string][]string{
 // TestDifferentialChecks shows that every authorization check kube-apiserver makes while
 // serving a request (the request's own and the checks inside it: the WebSocket upgrade's
 // create on pods/exec, attach and portforward, RBAC's bind and escalate, a CSR approval's
-// approve on its signer, impersonation) gets the same verdict through octogate's proxy as
-// behind its authorization webhook. One kubectl session as bob runs against a webhook-mode
+// approve on its signer) gets the same verdict through octogate's proxy as behind its
+// authorization webhook. One kubectl session as bob runs against a webhook-mode
 // cluster, whose SubjectAccessReviews a recorder in front of /authorize keeps with octogate's
 // verdicts (kube-apiserver's own account of its checks), and the same session runs through the
 // proxy of a managed-like cluster with the same policy and RBAC, whose decisions octogate logs
@@ -546,9 +546,10 @@ var canIPairs = map[string][]string{
 // agree with what the command it asks for then does.
 //
 // Only checks of bob are compared: kube-apiserver's own, the controllers' and the proxy's
-// ServiceAccount's reach no webhook or are not the user's. An impersonate check (kubectl --as)
-// is the one a proxy never makes: it refuses --as outright, and the command must be refused
-// behind the webhook too.
+// ServiceAccount's reach no webhook or are not the user's. kubectl --as is the exception by
+// design: the proxy refuses it outright (403 naming kubectl --as) and decides nothing, while
+// behind the webhook the impersonate checks decide (kube-apiserver 1.37 asks
+// impersonate-on:KIND:VERB, impersonate:KIND, then impersonate); the transcript lists them.
 func TestDifferentialChecks(t *testing.T) {
 	e := requireEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
