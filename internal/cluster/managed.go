@@ -216,11 +216,10 @@ func (m *Managed) WriteProxyKubeconfig(path string, users []KubeconfigUser) erro
 }
 
 // WaitProxyRBAC waits until octogate's controller (OCTOGATE_PROXY_RBAC=true) has bound every
-// grant of policy (the AuthorizationPolicy YAML octogate serves) to its octogate:rule group:
-// ClusterRoleBindings labelled ownership.LabelProxyRBAC, named after the group. Until then a
-// request a rule allows is forbidden through the proxy, as for the first seconds after
-// octogate is installed on a managed cluster. The error names the grants still unbound when
-// ctx ends.
+// grant of policy (the AuthorizationPolicy YAML octogate serves) to its octogate:rule group
+// (unboundGrants). Until then a request a rule allows is forbidden through the proxy, as for
+// the first seconds after octogate is installed on a managed cluster. The error names the
+// bindings still missing when ctx ends.
 func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
 	p, err := subjectaccessreview.Parse(policy)
 	if err != nil {
@@ -233,29 +232,36 @@ func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		missing := map[string]bool{}
-		for _, g := range p.Grants() {
-			missing[g.Name] = true
-		}
-		list, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
-		if err == nil {
-			for _, b := range list.Items {
-				delete(missing, b.Name)
-			}
-			if len(missing) == 0 {
-				return nil
-			}
+		missing, err := unboundGrants(ctx, cs, p.Grants())
+		if err == nil && len(missing) == 0 {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			names := make([]string, 0, len(missing))
-			for n := range missing {
-				names = append(names, n)
-			}
-			return fmt.Errorf("the proxy's RBAC: %d grants not bound (%s; last error %v): %w", len(missing), strings.Join(names, ", "), err, ctx.Err())
+			return fmt.Errorf("the proxy's RBAC: bindings missing (%s; last error %v): %w", strings.Join(missing, ", "), err, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// unboundGrants names the grants without their binding: a ClusterRoleBinding named after
+// the grant, labelled ownership.LabelProxyRBAC.
+func unboundGrants(ctx context.Context, cs kubernetes.Interface, grants []subjectaccessreview.Grant) ([]string, error) {
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
+	if err != nil {
+		return nil, err
+	}
+	bound := map[string]bool{}
+	for _, b := range crbs.Items {
+		bound[b.Name] = true
+	}
+	var missing []string
+	for _, g := range grants {
+		if !bound[g.Name] {
+			missing = append(missing, g.Name)
+		}
+	}
+	return missing, nil
 }
 
 // Stop stops octogate, kube-controller-manager, kube-apiserver and etcd.
