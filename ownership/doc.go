@@ -12,6 +12,8 @@
 //
 // With Config.ProxyRBAC a second controller keeps the RBAC of the impersonating proxy's groups
 // (subjectaccessreview.Grants: octogate:rule:NAME per Allow rule of the policy, and
-// octogate:owner): a ClusterRole and a ClusterRoleBinding per group, labelled also
-// octogate.dev/proxy-rbac=true; it needs escalate and bind on ClusterRoles (ProxyRBACRules).
+// octogate:owner): a ClusterRole per group, bound by a ClusterRoleBinding, or, for a rule
+// restricted to namespaces, by a RoleBinding in each existing namespace the rule's globs
+// match, all labelled also octogate.dev/proxy-rbac=true; it needs escalate and bind on
+// ClusterRoles (ProxyRBACRules).
 package ownership

@@ -68,8 +68,9 @@ type Config struct {
 	UsernamePrefix string
 	// ProxyRBAC, when set, turns on a second controller that keeps the RBAC of the
 	// impersonating proxy's groups for the policy it returns (an Authorizer's Policy): per
-	// subjectaccessreview.Grant a ClusterRole and a ClusterRoleBinding to the Group of the
-	// same name, labelled LabelManagedBy and LabelProxyRBAC; labelled ones the policy no
+	// subjectaccessreview.Grant a ClusterRole and its bindings to the Group of the same name
+	// (a ClusterRoleBinding, or for a rule with namespaces a RoleBinding in each namespace
+	// they match), labelled LabelManagedBy and LabelProxyRBAC; labelled ones the policy no
 	// longer grants are deleted. It is called every second, and a new *Policy is acted on at
 	// once; nil (no policy loaded yet) changes nothing. The controller needs ProxyRBACRules.
 	// Nil: no such controller.
@@ -85,8 +86,8 @@ type Config struct {
 // manager's cache of Namespaces it adds a cache that holds only the RoleBindings and
 // ResourceQuotas labelled LabelManagedBy=ManagedByValue, so the controller never caches the
 // cluster's other RoleBindings. With Config.ProxyRBAC it also registers the proxy RBAC
-// controller, whose ClusterRoles and ClusterRoleBindings that cache holds (those labelled
-// LabelProxyRBAC too). Setup errors name the bad Config field.
+// controller, whose ClusterRoles, ClusterRoleBindings and RoleBindings that cache holds
+// (those labelled LabelProxyRBAC too). Setup errors name the bad Config field.
 func Setup(mgr manager.Manager, cfg Config) error {
 	if cfg.OwnerClusterRole == "" {
 		cfg.OwnerClusterRole = DefaultOwnerClusterRole

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -30,12 +34,13 @@ const (
 	// ProxyRBACControllerName names the controller that keeps the RBAC of the proxy's groups,
 	// in its logs and controller-runtime's metrics (controller="octogate-proxy-rbac").
 	ProxyRBACControllerName = "octogate-proxy-rbac"
-	// LabelProxyRBAC = "true" marks, besides LabelManagedBy, the ClusterRoles and
-	// ClusterRoleBindings of the proxy's groups: `kubectl get clusterroles,clusterrolebindings
-	// -l octogate.dev/proxy-rbac=true` lists them.
+	// LabelProxyRBAC = "true" marks, besides LabelManagedBy, the ClusterRoles,
+	// ClusterRoleBindings and RoleBindings of the proxy's groups: `kubectl get
+	// clusterroles,clusterrolebindings,rolebindings -A -l octogate.dev/proxy-rbac=true` lists
+	// them.
 	LabelProxyRBAC = "octogate.dev/proxy-rbac"
-	// AnnotationPolicyRule names the policy rule a proxy ClusterRole or ClusterRoleBinding
-	// grants; the owner grant has none.
+	// AnnotationPolicyRule names the policy rule a proxy ClusterRole or binding grants; the
+	// owner grant has none.
 	AnnotationPolicyRule = "octogate.dev/policy-rule"
 
 	// policyPoll is how often the controller looks for a new policy: a reload stores a new
@@ -47,23 +52,31 @@ const (
 var proxyRBACSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelProxyRBAC: "true"})
 
 // ProxyRBACRules returns the ClusterRole rules the proxy RBAC controller (Config.ProxyRBAC)
-// needs on top of RBACRules: manage ClusterRoles and ClusterRoleBindings, escalate on
-// ClusterRoles (to write rules it does not hold itself: a policy rule may allow anything) and
-// bind them (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#privilege-escalation-prevention-and-bootstrapping).
+// needs on top of RBACRules: manage ClusterRoles and ClusterRoleBindings, and RoleBindings in
+// every namespace (the bindings of rules restricted to namespaces; RBACRules holds the same,
+// for the owner bindings), escalate on ClusterRoles (to write rules it does not hold itself: a
+// policy rule may allow anything) and bind them
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#privilege-escalation-prevention-and-bootstrapping).
 // Their names come from the policy, so neither can be limited by resourceNames: whoever holds
 // these rules can grant anything.
 func ProxyRBACRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles", "clusterrolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles", "clusterrolebindings", "rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate", "bind"}},
 	}
 }
 
+// proxyBindingName indexes the cached RoleBindings labelled LabelProxyRBAC by name: the
+// RoleBindings of one Grant, in every namespace.
+const proxyBindingName = "octogate.proxyRBAC.name"
+
 // setupProxyRBAC registers the controller that keeps, for each subjectaccessreview.Grant of
-// policy(), a ClusterRole and a ClusterRoleBinding (to the Group of the Grant's name), both
-// named after the Grant, labelled LabelManagedBy and LabelProxyRBAC, with
-// AnnotationPolicyRule. owned is the cache of labelled objects, with informers for
-// ClusterRoles and ClusterRoleBindings. The controller runs on the leader only.
+// policy(), a ClusterRole named after the Grant and its bindings to the Group of the Grant's
+// name: a ClusterRoleBinding, or for a Grant with Namespaces a RoleBinding in each existing
+// namespace the Grant BindsIn (and none elsewhere), all named after the Grant, labelled
+// LabelManagedBy and LabelProxyRBAC, with AnnotationPolicyRule. owned is the cache of
+// labelled objects, with informers for ClusterRoles, ClusterRoleBindings and RoleBindings;
+// Namespaces are read from mgr's cache. The controller runs on the leader only.
 func setupProxyRBAC(mgr manager.Manager, owned cache.Cache, policy func() *subjectaccessreview.Policy, log *slog.Logger) error {
 	r := &proxyRBAC{
 		client:    mgr.GetClient(),
@@ -72,10 +85,28 @@ func setupProxyRBAC(mgr manager.Manager, owned cache.Cache, policy func() *subje
 		policy:    policy,
 		log:       log,
 	}
+	err := owned.IndexField(context.Background(), &rbacv1.RoleBinding{}, proxyBindingName, func(o client.Object) []string {
+		if o.GetLabels()[LabelProxyRBAC] != "true" {
+			return nil
+		}
+		return []string{o.GetName()}
+	})
+	if err != nil {
+		return fmt.Errorf("index RoleBindings by name: %w", err)
+	}
+	// Every event about a labelled binding reconciles its Grant's name, whatever the namespace.
+	toGrant := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		if obj.GetLabels()[LabelProxyRBAC] != "true" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetName()}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ProxyRBACControllerName).
 		WatchesRawSource(source.Kind(owned, client.Object(&rbacv1.ClusterRole{}), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Kind(owned, client.Object(&rbacv1.ClusterRoleBinding{}), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Kind(owned, client.Object(&rbacv1.RoleBinding{}), toGrant)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Namespace{}), r.namespaceHandler())).
 		WatchesRawSource(r.policySource(policyPoll)).
 		WithLogConstructor(func(req *reconcile.Request) logr.Logger {
 			l := logr.FromSlogHandler(log.Handler()).WithValues("controller", ProxyRBACControllerName)
@@ -87,10 +118,29 @@ func setupProxyRBAC(mgr manager.Manager, owned cache.Cache, policy func() *subje
 		Complete(r)
 }
 
-// proxyRBAC reconciles one name: the ClusterRole and ClusterRoleBinding of that name.
+// namespaceHandler enqueues, when a Namespace appears, the Grants bound in it. A deleted
+// Namespace takes its RoleBindings with it, whose events reconcile their Grants.
+func (r *proxyRBAC) namespaceHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			p := r.policy()
+			if p == nil || e.Object == nil {
+				return
+			}
+			for name, g := range r.grants(p) {
+				if g.BindsIn(e.Object.GetName()) {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+				}
+			}
+		},
+	}
+}
+
+// proxyRBAC reconciles one name: the ClusterRole, ClusterRoleBinding and RoleBindings of
+// that name.
 type proxyRBAC struct {
-	client    client.Client
-	owned     client.Reader // ClusterRoles and ClusterRoleBindings matching proxyRBACSelector
+	client    client.Client // reads Namespaces from the manager's cache
+	owned     client.Reader // ClusterRoles, ClusterRoleBindings, RoleBindings matching proxyRBACSelector
 	apiReader client.Reader // the API server, for objects of our names that lack the labels
 	policy    func() *subjectaccessreview.Policy
 	log       *slog.Logger
@@ -155,6 +205,10 @@ func (r *proxyRBAC) enqueueAll(ctx context.Context, p *subjectaccessreview.Polic
 	if err := r.owned.List(ctx, &bindings); err != nil {
 		return err
 	}
+	var nsBindings rbacv1.RoleBindingList
+	if err := r.owned.List(ctx, &nsBindings, client.HasLabels{LabelProxyRBAC}); err != nil {
+		return err
+	}
 	add := func(name string) { q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}) }
 	for name := range r.grants(p) {
 		add(name)
@@ -165,12 +219,15 @@ func (r *proxyRBAC) enqueueAll(ctx context.Context, p *subjectaccessreview.Polic
 	for i := range bindings.Items {
 		add(bindings.Items[i].Name)
 	}
+	for i := range nsBindings.Items {
+		add(nsBindings.Items[i].Name)
+	}
 	return nil
 }
 
-// Reconcile makes the ClusterRole and ClusterRoleBinding named req.Name match the policy's
-// Grant of that name, or deletes the labelled ones when there is none. Before the policy is
-// loaded it changes nothing.
+// Reconcile makes the ClusterRole and the bindings named req.Name match the policy's Grant of
+// that name, or deletes the labelled ones when there is none. Before the policy is loaded it
+// changes nothing.
 func (r *proxyRBAC) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p := r.policy()
 	if p == nil {
@@ -178,11 +235,14 @@ func (r *proxyRBAC) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	g, want := r.grants(p)[req.Name]
 	if !want {
-		// The binding first: a binding to a missing role grants nothing, but is noise.
-		if err := r.remove(ctx, req.Name, &rbacv1.ClusterRoleBinding{}); err != nil {
+		// The bindings first: a binding to a missing role grants nothing, but is noise.
+		if err := r.keepRoleBindings(ctx, req.Name, nil); err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.remove(ctx, req.Name, newBinding("")); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ClusterRoleBinding %s: %w", req.Name, err)
 		}
-		if err := r.remove(ctx, req.Name, &rbacv1.ClusterRole{}); err != nil {
+		if err := r.removeRole(ctx, req.Name); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ClusterRole %s: %w", req.Name, err)
 		}
 		return reconcile.Result{}, nil
@@ -190,10 +250,63 @@ func (r *proxyRBAC) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err := r.keepRole(ctx, g); err != nil {
 		return reconcile.Result{}, fmt.Errorf("ClusterRole %s: %w", g.Name, err)
 	}
-	if err := r.keepBinding(ctx, g); err != nil {
+	if len(g.Namespaces) == 0 {
+		if err := r.keepBinding(ctx, g, ""); err != nil {
+			return reconcile.Result{}, fmt.Errorf("ClusterRoleBinding %s: %w", g.Name, err)
+		}
+		// RoleBindings left from when the rule had namespaces.
+		return reconcile.Result{}, r.keepRoleBindings(ctx, g.Name, nil)
+	}
+	// The cluster-wide binding first: the group never holds more than the rule allows, though
+	// it may briefly hold less.
+	if err := r.remove(ctx, g.Name, newBinding("")); err != nil {
 		return reconcile.Result{}, fmt.Errorf("ClusterRoleBinding %s: %w", g.Name, err)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.keepRoleBindings(ctx, g.Name, &g)
+}
+
+// keepRoleBindings makes the labelled RoleBindings named name be those of g: one in each
+// existing namespace g BindsIn, except namespaces being deleted (kube-apiserver refuses new
+// objects there); the others are deleted. A nil g deletes them all. It goes on past a
+// namespace that fails and returns every error, each naming its namespace.
+func (r *proxyRBAC) keepRoleBindings(ctx context.Context, name string, g *subjectaccessreview.Grant) error {
+	var have rbacv1.RoleBindingList
+	if err := r.owned.List(ctx, &have, client.MatchingFields{proxyBindingName: name}); err != nil {
+		return fmt.Errorf("RoleBindings %s: list: %w", name, err)
+	}
+	var errs []error
+	keep := map[string]bool{}
+	if g != nil {
+		var namespaces corev1.NamespaceList
+		if err := r.client.List(ctx, &namespaces); err != nil {
+			return fmt.Errorf("RoleBindings %s: list namespaces: %w", name, err)
+		}
+		for i := range namespaces.Items {
+			ns := &namespaces.Items[i]
+			if !g.BindsIn(ns.Name) {
+				continue
+			}
+			keep[ns.Name] = true
+			if ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
+				continue
+			}
+			if err := r.keepBinding(ctx, *g, ns.Name); err != nil {
+				errs = append(errs, fmt.Errorf("RoleBinding %s/%s: %w", ns.Name, name, err))
+			}
+		}
+	}
+	for i := range have.Items {
+		b := &have.Items[i]
+		if keep[b.Namespace] {
+			continue
+		}
+		if err := deleteObject(ctx, r.client, b); err != nil {
+			errs = append(errs, fmt.Errorf("RoleBinding %s/%s: %w", b.Namespace, name, err))
+			continue
+		}
+		r.log.Info("deleted RoleBinding "+name+" in "+b.Namespace+": the policy no longer grants it there", "controller", ProxyRBACControllerName, "name", name, "namespace", b.Namespace, "rule", b.Annotations[AnnotationPolicyRule])
+	}
+	return errors.Join(errs...)
 }
 
 // grantMeta is the metadata a Grant's objects carry, over existing's labels and annotations.
@@ -231,7 +344,7 @@ func (r *proxyRBAC) keepRole(ctx context.Context, g subjectaccessreview.Grant) e
 		if err := r.client.Create(ctx, desired); err != nil {
 			return fmt.Errorf("create: %w", err)
 		}
-		r.changed("created", "ClusterRole", g)
+		r.changedRole("created", "ClusterRole", g)
 		return nil
 	}
 	if metaCurrent(g, current.ObjectMeta) && current.AggregationRule == nil && equality.Semantic.DeepEqual(current.Rules, g.Rules) {
@@ -243,67 +356,111 @@ func (r *proxyRBAC) keepRole(ctx context.Context, g subjectaccessreview.Grant) e
 	if err := r.client.Update(ctx, current); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	r.changed("corrected", "ClusterRole", g)
+	r.changedRole("corrected", "ClusterRole", g)
 	return nil
 }
 
-func (r *proxyRBAC) keepBinding(ctx context.Context, g subjectaccessreview.Grant) error {
-	current := &rbacv1.ClusterRoleBinding{}
-	found, err := getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Name: g.Name}, current, true)
+// binding is a ClusterRoleBinding or a RoleBinding, with the fields the controller keeps.
+type binding struct {
+	obj      client.Object
+	meta     *metav1.ObjectMeta
+	roleRef  *rbacv1.RoleRef
+	subjects *[]rbacv1.Subject
+	kind     string
+}
+
+// newBinding returns an empty ClusterRoleBinding when namespace is "", else an empty
+// RoleBinding in namespace.
+func newBinding(namespace string) binding {
+	if namespace == "" {
+		b := &rbacv1.ClusterRoleBinding{}
+		return binding{obj: b, meta: &b.ObjectMeta, roleRef: &b.RoleRef, subjects: &b.Subjects, kind: "ClusterRoleBinding"}
+	}
+	b := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}
+	return binding{obj: b, meta: &b.ObjectMeta, roleRef: &b.RoleRef, subjects: &b.Subjects, kind: "RoleBinding"}
+}
+
+// keepBinding makes the binding of g's ClusterRole to g's group, a ClusterRoleBinding when
+// namespace is "", else a RoleBinding in namespace, as the controller keeps it. Creating one
+// in a namespace being deleted, or already gone, is not an error: there is nothing to grant.
+func (r *proxyRBAC) keepBinding(ctx context.Context, g subjectaccessreview.Grant, namespace string) error {
+	current := newBinding(namespace)
+	found, err := getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Namespace: namespace, Name: g.Name}, current.obj, true)
 	if err != nil {
 		return err
 	}
-	desired := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: grantMeta(g, metav1.ObjectMeta{}),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: g.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: g.Name}},
-	}
+	desired := newBinding(namespace)
+	*desired.meta = grantMeta(g, metav1.ObjectMeta{Namespace: namespace})
+	*desired.roleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: g.Name}
+	*desired.subjects = []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: g.Name}}
 	switch {
 	case !found:
-		if err := r.client.Create(ctx, desired); err != nil {
+		if err := r.client.Create(ctx, desired.obj); err != nil {
+			if namespace != "" && (apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
+				return nil
+			}
 			return fmt.Errorf("create: %w", err)
 		}
-		r.changed("created", "ClusterRoleBinding", g)
-	case current.RoleRef != desired.RoleRef:
+		r.changed("created", desired, g)
+	case *current.roleRef != *desired.roleRef:
 		// roleRef is immutable: replace the binding.
-		if err := deleteObject(ctx, r.client, current); err != nil {
+		if err := deleteObject(ctx, r.client, current.obj); err != nil {
 			return err
 		}
-		desired.ObjectMeta = grantMeta(g, metav1.ObjectMeta{Labels: current.Labels, Annotations: current.Annotations})
-		if err := r.client.Create(ctx, desired); err != nil {
+		*desired.meta = grantMeta(g, metav1.ObjectMeta{Namespace: namespace, Labels: current.meta.Labels, Annotations: current.meta.Annotations})
+		if err := r.client.Create(ctx, desired.obj); err != nil {
 			return fmt.Errorf("recreate: %w", err)
 		}
-		r.changed("replaced", "ClusterRoleBinding", g)
-	case !metaCurrent(g, current.ObjectMeta) || !equality.Semantic.DeepEqual(current.Subjects, desired.Subjects):
-		current.ObjectMeta = grantMeta(g, current.ObjectMeta)
-		current.Subjects = desired.Subjects
-		if err := r.client.Update(ctx, current); err != nil {
+		r.changed("replaced", desired, g)
+	case !metaCurrent(g, *current.meta) || !equality.Semantic.DeepEqual(*current.subjects, *desired.subjects):
+		*current.meta = grantMeta(g, *current.meta)
+		*current.subjects = *desired.subjects
+		if err := r.client.Update(ctx, current.obj); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
-		r.changed("corrected", "ClusterRoleBinding", g)
+		r.changed("corrected", current, g)
 	}
 	return nil
 }
 
-// remove deletes the labelled object of name (obj's kind), if any; objects of that name
-// without the labels are not the controller's.
-func (r *proxyRBAC) remove(ctx context.Context, name string, obj client.Object) error {
-	found, err := getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Name: name}, obj, false)
+// remove deletes the labelled binding of name (b's kind and namespace), if any; objects of
+// that name without the labels are not the controller's.
+func (r *proxyRBAC) remove(ctx context.Context, name string, b binding) error {
+	found, err := getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Namespace: b.meta.Namespace, Name: name}, b.obj, false)
 	if err != nil || !found {
 		return err
 	}
-	if err := deleteObject(ctx, r.client, obj); err != nil {
+	if err := deleteObject(ctx, r.client, b.obj); err != nil {
 		return err
 	}
-	kind := "ClusterRole"
-	if _, ok := obj.(*rbacv1.ClusterRoleBinding); ok {
-		kind = "ClusterRoleBinding"
-	}
-	r.log.Info("deleted "+kind+" "+name+": the policy no longer grants it", "controller", ProxyRBACControllerName, "name", name, "rule", obj.GetAnnotations()[AnnotationPolicyRule])
+	r.log.Info("deleted "+b.kind+" "+name+": the policy no longer grants it", "controller", ProxyRBACControllerName, "name", name, "rule", b.meta.Annotations[AnnotationPolicyRule])
 	return nil
 }
 
-// changed logs one change the controller made.
-func (r *proxyRBAC) changed(action, kind string, g subjectaccessreview.Grant) {
+// removeRole deletes the labelled ClusterRole name, if any.
+func (r *proxyRBAC) removeRole(ctx context.Context, name string) error {
+	role := &rbacv1.ClusterRole{}
+	found, err := getObject(ctx, r.owned, r.apiReader, client.ObjectKey{Name: name}, role, false)
+	if err != nil || !found {
+		return err
+	}
+	if err := deleteObject(ctx, r.client, role); err != nil {
+		return err
+	}
+	r.log.Info("deleted ClusterRole "+name+": the policy no longer grants it", "controller", ProxyRBACControllerName, "name", name, "rule", role.Annotations[AnnotationPolicyRule])
+	return nil
+}
+
+// changed logs one change the controller made to binding b.
+func (r *proxyRBAC) changed(action string, b binding, g subjectaccessreview.Grant) {
+	if b.meta.Namespace != "" {
+		r.log.Info(action+" "+b.kind+" "+g.Name+" in "+b.meta.Namespace, "controller", ProxyRBACControllerName, "name", g.Name, "namespace", b.meta.Namespace, "rule", g.Rule)
+		return
+	}
+	r.changedRole(action, b.kind, g)
+}
+
+// changedRole logs one change the controller made to a cluster-scoped object.
+func (r *proxyRBAC) changedRole(action, kind string, g subjectaccessreview.Grant) {
 	r.log.Info(action+" "+kind+" "+g.Name, "controller", ProxyRBACControllerName, "name", g.Name, "rule", g.Rule)
 }

@@ -12,7 +12,12 @@
 //     group only the proxy asserts (subjectaccessreview.Decision.Group), which the ownership
 //     controller's RBAC grants what the rule grants; NoOpinion leaves the request to the
 //     cluster's RBAC;
-//  4. forwards the request as the proxy's own ServiceAccount with Impersonate-User, -Uid,
+//  4. evaluates, with the same decision, the checks kube-apiserver will make inside the request
+//     that the proxy can foresee (EnforcedSecondChecks: create on a WebSocket exec, attach or
+//     port-forward, bind and escalate on RBAC writes, approve and sign on CSRs): a Deny is
+//     answered 403, an Allow adds that rule's group too, so that RBAC, which kube-apiserver
+//     asks alone, cannot grant through the proxy's groups what the policy denies;
+//  5. forwards the request as the proxy's own ServiceAccount with Impersonate-User, -Uid,
 //     -Group and -Extra-* (client-go's impersonating transport), streaming bodies and watch
 //     events as they come and upgraded connections (exec, attach, port-forward over SPDY or
 //     websockets) through apimachinery's upgrade-aware proxy.

@@ -13,7 +13,8 @@ type metrics struct {
 	// Deny), answered (a SelfSubjectAccessReview the proxy answered itself).
 	requests *prometheus.CounterVec
 	// refused counts requests refused before a decision, by result (unauthenticated,
-	// unavailable, impersonation, throttled, bad_request) and reason code.
+	// unavailable, impersonation, throttled, bad_request, second_check: a check inside the
+	// request that could not be evaluated) and reason code.
 	refused *prometheus.CounterVec
 }
 

@@ -171,8 +171,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	groups, refusal := p.checkInside(ctx, r, u, attrs, info, d)
+	if refusal != nil {
+		writeStatus(w, refusal)
+		return
+	}
 	if g := d.Group(); g != "" {
 		u.Groups = append(u.Groups, g)
+	}
+	for _, g := range groups {
+		if !slices.Contains(u.Groups, g) {
+			u.Groups = append(u.Groups, g)
+		}
 	}
 	p.metrics.requests.WithLabelValues("forwarded").Inc()
 	p.forward.serve(w, r, u)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -35,6 +36,12 @@ var htmlSanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")
 // words (k8s.io/apiserver responsewriters.ForbiddenStatusError): `pods "x" is forbidden:
 // User "u" cannot get resource "pods" in API group "" in the namespace "n": REASON`.
 func forbidden(username string, info *request.RequestInfo, reason string) *apierrors.StatusError {
+	return apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name, errors.New(cannot(username, info, reason)))
+}
+
+// cannot is the cause of forbidden: `User "u" cannot VERB resource "R/S" in API group "G" in
+// the namespace "N": REASON`, or `... at the cluster scope`, or `... path "P"`.
+func cannot(username string, info *request.RequestInfo, reason string) string {
 	var msg string
 	switch {
 	case !info.IsResourceRequest:
@@ -54,5 +61,5 @@ func forbidden(username string, info *request.RequestInfo, reason string) *apier
 	if reason != "" {
 		msg += ": " + reason
 	}
-	return apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name, fmt.Errorf("%s", msg))
+	return msg
 }

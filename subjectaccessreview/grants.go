@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/octogate/octogate/internal/glob"
 )
 
 // Groups that only octogate's impersonating proxy asserts: it adds RuleGroup(R) to a request
@@ -26,16 +28,35 @@ const (
 func RuleGroup(rule string) string { return RuleGroupPrefix + rule }
 
 // Grant is the RBAC that gives one of the proxy's groups the effect of the policy: a
-// ClusterRole with Rules and a ClusterRoleBinding of that ClusterRole to the Group Name, both
-// named Name.
+// ClusterRole with Rules, bound to the Group Name by a ClusterRoleBinding, or, when Namespaces
+// is set, by a RoleBinding in each namespace BindsIn; all named Name.
 type Grant struct {
-	// Name names the ClusterRole, the ClusterRoleBinding and the bound Group: RuleGroup(Rule),
-	// or OwnerGroup.
+	// Name names the ClusterRole, the bindings and the bound Group: RuleGroup(Rule), or
+	// OwnerGroup.
 	Name string
 	// Rule is the policy rule's name; "" for the owner grant.
 	Rule string
 	// Rules are the ClusterRole's rules.
 	Rules []rbacv1.PolicyRule
+	// Namespaces are the rule's namespace globs ("*" matches any run of characters), as
+	// written. Empty: the ClusterRole is bound cluster-wide. Set: it is bound only in the
+	// namespaces BindsIn, so the group holds Rules where the rule applies and nowhere else,
+	// also for the checks kube-apiserver makes inside a request that the proxy does not
+	// evaluate. Validation refuses namespaces on a rule with nonResourceRules, which only a
+	// ClusterRoleBinding can grant, so Rules are then resource rules only.
+	Namespaces []string
+}
+
+// BindsIn reports whether g's ClusterRole is bound by a RoleBinding in namespace ns: ns
+// matches one of g.Namespaces. False for every namespace when Namespaces is empty (g is bound
+// by a ClusterRoleBinding instead).
+func (g Grant) BindsIn(ns string) bool {
+	for _, pattern := range g.Namespaces {
+		if glob.New(pattern).Match(ns) {
+			return true
+		}
+	}
+	return false
 }
 
 // subresources are the subresources of the built-in APIs (and the status and scale of custom
@@ -57,8 +78,12 @@ var subresources = []string{
 // each subresource S of status, scale, log, exec, attach, portforward, proxy, binding,
 // eviction, ephemeralcontainers, resize, approval, finalize and token ("*/*": "*/S"); a
 // subresource outside that list (one of an aggregated API) is not granted through the proxy.
-// A rule's namespaces are not in the ClusterRole: the proxy adds the group only to requests
-// the rule allowed (namespace included), each of which the ClusterRole then allows.
+// A rule's namespaces are not in the ClusterRole but in Namespaces: the ClusterRole is bound
+// in the namespaces they match only. A request the rule allowed through the proxy is in one of
+// them (a restricted rule matches namespaced requests only, and a Namespace object's namespace
+// is its own name, as in RBAC), so RBAC allows it there; a check kube-apiserver makes inside
+// it about another namespace, or about a cluster-scoped resource, finds no permission in
+// the group.
 //
 // An Allow rule whose name cannot name a ClusterRole (RBAC object names are path segments,
 // without "/" or "%",
@@ -72,7 +97,7 @@ func (p *Policy) Grants() []Grant {
 			if r.Effect != EffectAllow || grantNameProblem(RuleGroup(r.Name)) != "" {
 				continue
 			}
-			out = append(out, Grant{Name: RuleGroup(r.Name), Rule: r.Name, Rules: policyRules(r)})
+			out = append(out, Grant{Name: RuleGroup(r.Name), Rule: r.Name, Rules: policyRules(r), Namespaces: clone(r.Namespaces)})
 		}
 	}
 	return append(out, Grant{Name: OwnerGroup, Rules: []rbacv1.PolicyRule{{

@@ -53,7 +53,7 @@ func TestGrants(t *testing.T) {
 			}},
 			ownerGrant,
 		}},
-		{"every field of a resource rule is kept, namespaces are not", `rules:
+		{"every field of a resource rule is kept, namespaces apart from the rules", `rules:
 - name: read-config
   effect: Allow
   subjects: [{kind: User, name: u}]
@@ -65,7 +65,7 @@ func TestGrants(t *testing.T) {
 			{Name: "octogate:rule:read-config", Rule: "read-config", Rules: []rbacv1.PolicyRule{
 				{Verbs: []string{"get", "watch"}, APIGroups: []string{"", "apps"}, Resources: []string{"configmaps", "deployments/scale", "*/status"}, ResourceNames: []string{"a", "b"}},
 				{Verbs: []string{"list"}, APIGroups: []string{""}, Resources: []string{"secrets"}},
-			}},
+			}, Namespaces: []string{"team-*"}},
 			ownerGrant,
 		}},
 		{"resource/* becomes the known subresources of the resource, without duplicates", `rules:
@@ -125,6 +125,18 @@ func without(s []string, drop string) []string {
 		}
 	}
 	return out
+}
+
+func TestGrantBindsIn(t *testing.T) {
+	g := Grant{Namespaces: []string{"web-*", "locked"}}
+	for ns, want := range map[string]bool{"web-a": true, "web-": true, "locked": true, "web": false, "lockedx": false, "other": false, "": false} {
+		if got := g.BindsIn(ns); got != want {
+			t.Errorf("BindsIn(%q) = %v, want %v", ns, got, want)
+		}
+	}
+	if (Grant{}).BindsIn("web-a") {
+		t.Error("a grant without namespaces binds in web-a; it is bound cluster-wide")
+	}
 }
 
 func TestNilPolicyGrantsTheOwnerOnly(t *testing.T) {

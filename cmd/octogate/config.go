@@ -61,7 +61,7 @@ type serveConfig struct {
 	Controller              bool          `env:"OCTOGATE_CONTROLLER" envDefault:"true" help:"run the ownership controller (needs in-cluster config or KUBECONFIG)"`
 	KubeAPIQPS              float64       `env:"OCTOGATE_KUBE_API_QPS" envDefault:"50" help:"sustained requests per second of the ownership controller's Kubernetes client (writes, and reads the caches miss); template edits roll out at this pace"`
 	KubeAPIBurst            int           `env:"OCTOGATE_KUBE_API_BURST" envDefault:"100" help:"requests the ownership controller's Kubernetes client may send at once above OCTOGATE_KUBE_API_QPS"`
-	ProxyRBAC               bool          `env:"OCTOGATE_PROXY_RBAC" envDefault:"false" help:"keep the ClusterRoles and ClusterRoleBindings that give the proxy's groups (octogate:rule:NAME, octogate:owner) what the policy allows; needs the controller, and escalate and bind on clusterroles"`
+	ProxyRBAC               bool          `env:"OCTOGATE_PROXY_RBAC" envDefault:"false" help:"keep the ClusterRoles, ClusterRoleBindings and RoleBindings (rules with namespaces) that give the proxy's groups (octogate:rule:NAME, octogate:owner) what the policy allows where it allows it; needs the controller, and escalate and bind on clusterroles"`
 	LeaderElect             bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat               string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`

@@ -198,11 +198,11 @@ func TestProxyEnabled(t *testing.T) {
 		}
 	})
 
-	t.Run("proxy RBAC: octogate manages ClusterRoles and ClusterRoleBindings, with escalate and bind", func(t *testing.T) {
+	t.Run("proxy RBAC: octogate manages ClusterRoles, ClusterRoleBindings and RoleBindings, with escalate and bind", func(t *testing.T) {
 		rw := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 		rulesEqual(t, "ClusterRole "+fullname+"-proxy-rbac", get[rbacv1.ClusterRole](t, o, "ClusterRole", fullname+"-proxy-rbac").Rules, []rbacv1.PolicyRule{
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: append(slices.Clone(rw), "escalate", "bind")},
-			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings"}, Verbs: rw},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterrolebindings", "rolebindings"}, Verbs: rw},
 		})
 		crb := get[rbacv1.ClusterRoleBinding](t, o, "ClusterRoleBinding", fullname+"-proxy-rbac")
 		if crb.RoleRef.Name != fullname+"-proxy-rbac" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != fullname || crb.Subjects[0].Namespace != namespace {

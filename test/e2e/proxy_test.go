@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +44,12 @@ type proxyEnv struct {
 
 func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	t.Helper()
+	return startProxyEnvPolicy(t, e, cluster.ExamplePolicy)
+}
+
+// startProxyEnvPolicy is startProxyEnv with policy in place of the example policy.
+func startProxyEnvPolicy(t testing.TB, e *testEnv, policy string) *proxyEnv {
+	t.Helper()
 	p := &proxyEnv{e: e, work: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -61,7 +66,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	p.m, err = cluster.StartManaged(ctx, cluster.ManagedConfig{
 		BinDir: e.binDir, OctogateBinary: e.cluster.Config.OctogateBinary, WorkDir: filepath.Join(p.work, "managed"),
 		GitHubAPIURL: p.github.URL(), GitHubCAFile: githubCA,
-		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
+		Orgs: []string{cluster.Org}, Policy: []byte(policy),
 		// A long identity cache: only push revocation can refuse bob before it ends.
 		TokenCacheTTL: 10 * time.Minute, NegativeTTL: time.Second,
 		OctogateEnv: []string{
@@ -90,7 +95,7 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	if p.admin, err = kubernetes.NewForConfig(p.m.APIServer.Admin); err != nil {
 		t.Fatal(err)
 	}
-	waitProxyRBAC(ctx, t, p.admin)
+	waitProxyRBAC(ctx, t, p.admin, policy)
 	kubeconfig := filepath.Join(p.work, "proxy-users.kubeconfig")
 	if err := p.m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken},
@@ -116,37 +121,74 @@ func startProxyEnv(t testing.TB, e *testEnv) *proxyEnv {
 	return p
 }
 
-// waitProxyRBAC waits until the controller has bound every grant of the example policy to
-// its octogate:rule group (ClusterRoleBindings labelled ownership.LabelProxyRBAC): until
-// then a request a rule allows is forbidden through the proxy, as it would be for the first
-// seconds after octogate is installed on a managed cluster.
-func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface) {
+// waitProxyRBAC waits until the controller has bound every grant of policy to its
+// octogate:rule group: by a ClusterRoleBinding, or, for a rule with namespaces, by a
+// RoleBinding in each existing namespace it matches and no ClusterRoleBinding (objects
+// labelled ownership.LabelProxyRBAC). Until then a request a rule allows is forbidden through
+// the proxy, as it would be for the first seconds after octogate is installed on a managed
+// cluster. A namespace created later gets its RoleBindings within about a second.
+func waitProxyRBAC(ctx context.Context, t testing.TB, admin kubernetes.Interface, doc string) {
 	t.Helper()
-	policy, err := subjectaccessreview.Parse([]byte(cluster.ExamplePolicy))
+	policy, err := subjectaccessreview.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{}
-	for _, g := range policy.Grants() {
-		want[g.Name] = true
-	}
 	for {
-		list, err := admin.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
-		missing := maps.Clone(want)
-		if err == nil {
-			for _, b := range list.Items {
-				delete(missing, b.Name)
-			}
-		}
+		missing, err := unboundGrants(ctx, admin, policy)
 		if err == nil && len(missing) == 0 {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the proxy's RBAC: %d of %d grants not bound (%v)", len(missing), len(want), err)
+			t.Fatalf("the proxy's RBAC: not as the policy wants: %v (%v)", missing, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// unboundGrants lists what differs from policy's grants in the labelled proxy RBAC: a missing
+// ClusterRoleBinding or RoleBinding ("octogate:rule:R in web-a"), or a ClusterRoleBinding of a
+// rule with namespaces ("octogate:rule:R cluster-wide").
+func unboundGrants(ctx context.Context, admin kubernetes.Interface, policy *subjectaccessreview.Policy) ([]string, error) {
+	selector := metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"}
+	crbs, err := admin.RbacV1().ClusterRoleBindings().List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	rbs, err := admin.RbacV1().RoleBindings("").List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	clusterWide := map[string]bool{}
+	for _, b := range crbs.Items {
+		clusterWide[b.Name] = true
+	}
+	inNamespace := map[string]bool{}
+	for _, b := range rbs.Items {
+		inNamespace[b.Name+" in "+b.Namespace] = true
+	}
+	var out []string
+	for _, g := range policy.Grants() {
+		if len(g.Namespaces) == 0 {
+			if !clusterWide[g.Name] {
+				out = append(out, g.Name)
+			}
+			continue
+		}
+		if clusterWide[g.Name] {
+			out = append(out, g.Name+" cluster-wide")
+		}
+		for _, ns := range namespaces.Items {
+			if g.BindsIn(ns.Name) && ns.Status.Phase != corev1.NamespaceTerminating && !inNamespace[g.Name+" in "+ns.Name] {
+				out = append(out, g.Name+" in "+ns.Name)
+			}
+		}
+	}
+	return out, nil
 }
 
 // as runs kubectl through the proxy as user.
