@@ -244,10 +244,21 @@ func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
 	}
 }
 
-// unboundGrants names the grants without their binding: a ClusterRoleBinding named after
-// the grant, labelled ownership.LabelProxyRBAC.
+// unboundGrants names the bindings of grants that do not exist yet, as octogate's controller
+// keeps them (labelled ownership.LabelProxyRBAC, named after the grant): a ClusterRoleBinding
+// for a grant without namespaces, else a RoleBinding in each existing namespace the grant
+// binds in (Grant.BindsIn), named NAMESPACE/NAME.
 func unboundGrants(ctx context.Context, cs kubernetes.Interface, grants []subjectaccessreview.Grant) ([]string, error) {
-	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"})
+	selector := metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"}
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	rbs, err := cs.RbacV1().RoleBindings("").List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -255,10 +266,21 @@ func unboundGrants(ctx context.Context, cs kubernetes.Interface, grants []subjec
 	for _, b := range crbs.Items {
 		bound[b.Name] = true
 	}
+	for _, b := range rbs.Items {
+		bound[b.Namespace+"/"+b.Name] = true
+	}
 	var missing []string
 	for _, g := range grants {
-		if !bound[g.Name] {
-			missing = append(missing, g.Name)
+		if len(g.Namespaces) == 0 {
+			if !bound[g.Name] {
+				missing = append(missing, g.Name)
+			}
+			continue
+		}
+		for _, ns := range namespaces.Items {
+			if name := ns.Name + "/" + g.Name; g.BindsIn(ns.Name) && ns.DeletionTimestamp == nil && !bound[name] {
+				missing = append(missing, name)
+			}
 		}
 	}
 	return missing, nil
