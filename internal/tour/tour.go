@@ -233,7 +233,7 @@ what the rule allows (OCTOGATE_PROXY_RBAC). proxy-admin is that cluster's admin.
   kubectl --context proxy-bob auth can-i create namespaces   # yes: rule members-create-namespaces, answered by the proxy
   kubectl --context proxy-bob get pods --as=github:alice:1001   # Forbidden: the proxy does not forward kubectl --as
   kubectl --context proxy-alice get namespaces    # allowed by RBAC: the proxy added group octogate:rule:platform-admins-everything
-  kubectl --context proxy-admin get clusterrolebindings -l octogate.dev/proxy-rbac=true   # each rule's group bound to its ClusterRole
+  kubectl --context proxy-admin get clusterrolebindings,rolebindings -A -l octogate.dev/proxy-rbac=true   # each Allow rule's group bound to its ClusterRole (a rule with namespaces: in those)
   kubectl --context proxy-admin get namespaces    # the managed-like cluster's own: bob-dev of the first shell is not here
 `
 }
