@@ -55,7 +55,8 @@ type Config struct {
 	// ClientAddr finds the client address whose rate of new tokens a request counts against
 	// (the zero Resolver: the connection's peer, trusting no X-Forwarded-For).
 	ClientAddr clientaddr.Resolver
-	// Logger receives one line per refused request and per upstream failure. Nil discards.
+	// Logger receives one line per refused request and per upstream failure, and at debug
+	// level one per decision (logDecisions). Nil discards.
 	Logger *slog.Logger
 	// Registerer gets the octogate_proxy_* metrics. Nil: not registered.
 	Registerer prometheus.Registerer
@@ -106,7 +107,7 @@ func New(cfg Config) (*Proxy, error) {
 	return &Proxy{
 		forward: f,
 		authn:   cfg.Authenticator,
-		authz:   cfg.Authorizer,
+		authz:   logDecisions(cfg.Authorizer, log),
 		limits:  lim,
 		clients: cfg.ClientAddr,
 		resolver: &request.RequestInfoFactory{

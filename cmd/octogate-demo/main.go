@@ -1,8 +1,10 @@
 // Command octogate-demo runs octogate on a laptop: etcd, kube-apiserver and
 // kube-controller-manager on loopback wired to octogate, GitHub answered by the stand-in
 // (internal/githubapi) with users alice, bob, carol and dave, and demo/kubeconfig with a
-// context per user. It prints a short tour and runs until Ctrl-C, then stops everything and
-// removes its temporary state.
+// context per user. Beside it runs a second cluster set up like a managed one (RBAC only, no
+// octogate webhook) behind octogate's impersonating proxy, for the contexts proxy-alice,
+// proxy-bob and proxy-admin. It prints a short tour and runs until Ctrl-C, then stops
+// everything and removes its temporary state.
 //
 // With OCTOGATE_GITHUB_API_URL and GITHUB_TOKEN set it talks to that GitHub instead, and the
 // kubeconfig's "me" context gets a token through `octogate credential`.
@@ -113,10 +115,6 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		}
 	}
 	issuer := sessionIssuer(cfg.Port)
-	// The impersonating proxy of the "proxy-alice" and "proxy-bob" contexts.
-	if cfg.ProxyPort, err = cluster.FreePort(); err != nil {
-		return err
-	}
 	octogateCA := filepath.Join(work, "certs", "ca.crt") // written by cluster.Start before octogate starts
 	var githubURL string                                 // the stand-in's web URL, for the "login", "carol" and "dave" contexts
 	var actions *actionsDemo
@@ -162,17 +160,37 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 
 	step("starting etcd, kube-apiserver, kube-controller-manager and octogate")
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	// With the stand-in, a second cluster set up like a managed one comes up beside the first
+	// (at once: each waits on its own processes) for the proxy-* contexts.
+	managedDone := make(chan struct{})
+	var managed *cluster.Managed
+	var managedErr error
+	if standin != nil {
+		step("starting a second, managed-like cluster (RBAC only, no octogate webhook) behind octogate's proxy")
+		go func() {
+			defer close(managedDone)
+			managed, managedErr = startManaged(startCtx, cfg, filepath.Join(work, "managed"))
+		}()
+	} else {
+		close(managedDone)
+	}
 	c, err := cluster.Start(startCtx, cfg)
+	<-managedDone
 	cancel()
+	defer func() {
+		step("stopping")
+		for _, stop := range []func() error{managed.Stop, c.Stop} {
+			if err := stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "octogate-demo: stop:", err)
+			}
+		}
+	}()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		step("stopping")
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "octogate-demo: stop:", err)
-		}
-	}()
+	if managedErr != nil {
+		return fmt.Errorf("the managed-like cluster: %w", managedErr)
+	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	var users []cluster.KubeconfigUser
@@ -196,8 +214,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "demo-admin", users); err != nil {
 		return err
 	}
-	if !realGitHub {
-		if err := addProxyContexts(kubeconfig, "https://"+c.ProxyAddr(), octogateCA); err != nil {
+	if managed != nil {
+		if err := addProxyContexts(kubeconfig, managed); err != nil {
 			return err
 		}
 	}
@@ -249,6 +267,8 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		return nil
 	case <-c.ControllerManager.Done():
 		return errors.New("kube-controller-manager exited; see " + c.ControllerManager.LogPath)
+	case <-managedControllerManagerDone(managed):
+		return errors.New("the managed-like cluster's kube-controller-manager exited; see " + managed.ControllerManager.LogPath)
 	}
 }
 
@@ -323,21 +343,79 @@ rules:
 `
 }
 
-// addProxyContexts adds to the kubeconfig at path the contexts proxy-alice and proxy-bob,
-// whose cluster is octogate's impersonating proxy at url, verified with caFile.
-func addProxyContexts(path, url, caFile string) error {
+// startManaged starts the cluster of the proxy-* contexts in work: set up like a managed one
+// (kube-apiserver with the Node and RBAC authorizers only, no octogate webhook), with cfg's
+// GitHub, orgs, policy and namespace templates, octogate's proxy in front, and the proxy's RBAC
+// on (OCTOGATE_PROXY_RBAC): what a request through the proxy may do there is what RBAC grants
+// the user and the octogate:rule group the proxy adds. It returns once every rule's group is
+// bound, so proxy-alice works from the tour's first line.
+func startManaged(ctx context.Context, cfg cluster.Config, work string) (*cluster.Managed, error) {
+	m, err := cluster.StartManaged(ctx, cluster.ManagedConfig{
+		BinDir: cfg.BinDir, OctogateBinary: cfg.OctogateBinary, WorkDir: work,
+		GitHubAPIURL: cfg.GitHubAPIURL, GitHubCAFile: cfg.GitHubCAFile, Orgs: cfg.Orgs, Policy: cfg.Policy,
+		TokenCacheTTL: cfg.TokenCacheTTL,
+		OctogateEnv: []string{
+			"OCTOGATE_PROXY_RBAC=true",
+			"OCTOGATE_NAMESPACE=default",
+			"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + templatesFile(cfg.OctogateEnv),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.WaitProxyRBAC(ctx, cfg.Policy); err != nil {
+		_ = m.Stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+// templatesFile is the OCTOGATE_NAMESPACE_TEMPLATES_FILE of env.
+func templatesFile(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OCTOGATE_NAMESPACE_TEMPLATES_FILE="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// managedControllerManagerDone is closed when m's kube-controller-manager exits; never
+// without m.
+func managedControllerManagerDone(m *cluster.Managed) <-chan struct{} {
+	if m == nil {
+		return nil
+	}
+	return m.ControllerManager.Done()
+}
+
+// addProxyContexts adds to the kubeconfig at path the contexts of the managed-like cluster m:
+// proxy-alice and proxy-bob, whose server is octogate's proxy (verified with octogate's CA),
+// and proxy-admin, that cluster's kube-apiserver as system:masters.
+func addProxyContexts(path string, m *cluster.Managed) error {
 	kc, err := clientcmd.LoadFromFile(path)
 	if err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(caFile)
+	ca, err := os.ReadFile(filepath.Join(m.CertsDir, "ca.crt"))
 	if err != nil {
 		return err
 	}
-	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
+	admin, err := clientcmd.LoadFromFile(m.AdminKubeconfig)
+	if err != nil {
+		return err
+	}
+	adminCtx, ok := admin.Contexts[admin.CurrentContext]
+	if !ok || admin.Clusters[adminCtx.Cluster] == nil || admin.AuthInfos[adminCtx.AuthInfo] == nil {
+		return fmt.Errorf("%s: no current context with a cluster and a user", m.AdminKubeconfig)
+	}
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: m.ProxyURL, CertificateAuthorityData: ca}
 	for name, token := range map[string]string{"proxy-alice": cluster.AliceToken, "proxy-bob": cluster.BobToken} {
 		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 		kc.Contexts[name] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: name}
 	}
+	kc.Clusters["managed"] = admin.Clusters[adminCtx.Cluster]
+	kc.AuthInfos["proxy-admin"] = admin.AuthInfos[adminCtx.AuthInfo]
+	kc.Contexts["proxy-admin"] = &clientcmdapi.Context{Cluster: "managed", AuthInfo: "proxy-admin"}
 	return clientcmd.WriteToFile(*kc, path)
 }

@@ -72,6 +72,7 @@ type serveConfig struct {
 	LeaderElect              bool          `env:"OCTOGATE_LEADER_ELECT" envDefault:"false" help:"leader election for the ownership controller"`
 	LeaderElectionNamespace  string        `env:"OCTOGATE_LEADER_ELECTION_NAMESPACE" help:"namespace of the leader election Lease (default: the pod's namespace)"`
 	LogFormat                string        `env:"OCTOGATE_LOG_FORMAT" envDefault:"text" help:"log format: text or json"`
+	LogLevel                 string        `env:"OCTOGATE_LOG_LEVEL" envDefault:"info" help:"least severe log level written: debug, info, warn or error; debug adds one line per proxy decision"`
 	MaxInflight              int           `env:"OCTOGATE_MAX_INFLIGHT" envDefault:"64" help:"concurrent webhook requests; beyond it 429 with Retry-After; 0: max(64, 32 x GOMAXPROCS)"`
 	ShutdownDelay            time.Duration `env:"OCTOGATE_SHUTDOWN_DELAY" envDefault:"0s" help:"on SIGTERM, how long /readyz answers 503 before the listener closes (lets endpoints drop the pod)"`
 	ShutdownTimeout          time.Duration `env:"OCTOGATE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long shutdown waits for in-flight requests"`
@@ -259,6 +260,8 @@ func (c serveConfig) validate() error {
 		return bad("OCTOGATE_USERNAME_FORMAT", c.UsernameFormat, "one of "+strings.Join(tokenreview.UsernameFormats, ", "))
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return bad("OCTOGATE_LOG_FORMAT", c.LogFormat, "text or json")
+	case logLevelError(c.LogLevel) != nil:
+		return bad("OCTOGATE_LOG_LEVEL", c.LogLevel, "debug, info, warn or error")
 	case c.MembershipResync <= 0:
 		return bad("OCTOGATE_MEMBERSHIP_RESYNC", c.MembershipResync.String(), "a positive duration")
 	case !(c.KubeAPIQPS > 0) || c.KubeAPIQPS > 1e6:
@@ -435,12 +438,14 @@ const logFlushInterval = 100 * time.Millisecond
 // logBufferBytes is the size of newLogger's buffer: a fuller buffer is written at once.
 const logBufferBytes = 64 << 10
 
-// newLogger builds the process logger in the configured format, on stderr through a buffer:
-// lines are written whole, in order, at most logFlushInterval after they were logged or when
-// logBufferBytes have gathered, so a busy server makes a few write(2) calls a second rather
-// than one per request. The caller must call flush before the process exits (it stops the
-// flushing goroutine and writes what is left); a crash loses at most the last interval.
-func newLogger(format string, w io.Writer) (log *slog.Logger, flush func()) {
+// newLogger builds the process logger in the configured format (text or json) for lines of
+// level (debug, info, warn or error, as OCTOGATE_LOG_LEVEL; "" is info) and above, on w
+// through a buffer: lines are written whole, in order, at most logFlushInterval after they
+// were logged or when logBufferBytes have gathered, so a busy server makes a few write(2)
+// calls a second rather than one per request. The caller must call flush before the process
+// exits (it stops the flushing goroutine and writes what is left); a crash loses at most the
+// last interval.
+func newLogger(format, level string, w io.Writer) (log *slog.Logger, flush func()) {
 	// AddSync of a plain io.Writer: the buffer's periodic Sync must not fsync stderr.
 	buf := &zapcore.BufferedWriteSyncer{
 		WS:            zapcore.AddSync(struct{ io.Writer }{w}),
@@ -448,8 +453,21 @@ func newLogger(format string, w io.Writer) (log *slog.Logger, flush func()) {
 		FlushInterval: logFlushInterval,
 	}
 	flush = func() { _ = buf.Stop() }
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level)) // checked by loadServeConfig; "" is info
+	opts := &slog.HandlerOptions{Level: lvl}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(buf, nil)), flush
+		return slog.New(slog.NewJSONHandler(buf, opts)), flush
 	}
-	return slog.New(slog.NewTextHandler(buf, nil)), flush
+	return slog.New(slog.NewTextHandler(buf, opts)), flush
+}
+
+// logLevelError says why level is not one of OCTOGATE_LOG_LEVEL's words (debug, info, warn,
+// error, any case), nil when it is.
+func logLevelError(level string) error {
+	switch strings.ToLower(level) {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("unknown log level %q", level)
 }

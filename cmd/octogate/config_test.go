@@ -62,6 +62,7 @@ func TestBadValueStopsWithOneLineNamingTheVariable(t *testing.T) {
 		{"size zero", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_SIZE": "0"}, "OCTOGATE_TOKEN_CACHE_SIZE", "positive"},
 		{"bool not a bool", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_CONTROLLER": "maybe"}, `OCTOGATE_CONTROLLER="maybe"`, "true or false"},
 		{"log format", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_LOG_FORMAT": "xml"}, `OCTOGATE_LOG_FORMAT="xml"`, "text or json"},
+		{"log level", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_LOG_LEVEL": "verbose"}, `OCTOGATE_LOG_LEVEL="verbose"`, "debug, info, warn or error"},
 		{"username format", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_USERNAME_FORMAT": "email"}, `OCTOGATE_USERNAME_FORMAT="email"`, "login:id, login, id"},
 		{"cert without key", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TLS_CERT_FILE": "/x"}, "OCTOGATE_TLS_KEY_FILE", "both or neither"},
 		{"negative ttl", map[string]string{"OCTOGATE_GITHUB_ORGS": "acme", "OCTOGATE_TOKEN_CACHE_TTL": "-1s"}, "OCTOGATE_TOKEN_CACHE_TTL", "positive"},

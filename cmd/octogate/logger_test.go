@@ -35,7 +35,7 @@ func TestLoggerBuffersWholeLinesAndFlushes(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
 			w := &countingWriter{}
-			log, flush := newLogger(format, w)
+			log, flush := newLogger(format, "info", w)
 			const lines = 1000
 			for i := range lines {
 				log.Info("webhook request", "n", i, "path", "/authorize")
@@ -69,5 +69,18 @@ func TestLoggerBuffersWholeLinesAndFlushes(t *testing.T) {
 			}
 			flush() // a second flush is harmless
 		})
+	}
+}
+
+// OCTOGATE_LOG_LEVEL sets the least severe level written: debug lines only at debug.
+func TestLoggerLevel(t *testing.T) {
+	for level, wantDebug := range map[string]bool{"debug": true, "DEBUG": true, "info": false, "": false, "warn": false} {
+		w := &countingWriter{}
+		log, flush := newLogger("text", level, w)
+		log.Debug("a debug line")
+		flush()
+		if out, _ := w.read(); strings.Contains(out, "a debug line") != wantDebug {
+			t.Errorf("level %q: debug line written = %v, want %v", level, !wantDebug, wantDebug)
+		}
 	}
 }

@@ -58,7 +58,7 @@ of the same name that overrides it.`,
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		log, flush := newLogger(cfg.LogFormat, os.Stderr)
+		log, flush := newLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr)
 		defer flush()
 		// An empty GOGC is GOGC=100 to the Go runtime: it sets nothing.
 		gogcSet := os.Getenv("GOGC") != ""

@@ -32,7 +32,8 @@ type APIServerConfig struct {
 	AuthnCacheTTL time.Duration
 	// AuthzKubeconfig is the authorization webhook kubeconfig; empty = RBAC only.
 	AuthzKubeconfig string
-	// AuthorizedTTL and UnauthorizedTTL are the webhook authorizer's caches (default 1 s each).
+	// AuthorizedTTL and UnauthorizedTTL are the webhook authorizer's caches (default 1 s each;
+	// negative: that kind of answer is not cached, so every check reaches the webhook).
 	AuthorizedTTL, UnauthorizedTTL time.Duration
 	// AuthenticationConfig is an AuthenticationConfiguration file (--authentication-config:
 	// JWT authenticators, such as `octogate kubeconfig authentication-config` writes); empty =
@@ -212,31 +213,43 @@ func (a *APIServer) WriteKubeconfig(path, adminName string, users []KubeconfigUs
 // WriteAuthorizationConfig writes an AuthorizationConfiguration (apiserver.config.k8s.io/v1):
 // the octogate webhook first, so its Deny rules take effect before RBAC, then RBAC. Requests
 // from system: users skip the webhook (matchCondition), and a failing webhook has no opinion.
+// A negative TTL turns that cache off (cacheAuthorizedRequests or cacheUnauthorizedRequests
+// false, kube-apiserver 1.31+; the TTL written is then 1 s, as validation wants one > 0).
 // https://kubernetes.io/docs/reference/access-authn-authz/authorization/#using-configuration-file-for-authorization
 func WriteAuthorizationConfig(path, kubeconfig string, authorizedTTL, unauthorizedTTL time.Duration) error {
+	cacheAuthorized, cacheUnauthorized := authorizedTTL >= 0, unauthorizedTTL >= 0
+	if !cacheAuthorized {
+		authorizedTTL = time.Second
+	}
+	if !cacheUnauthorized {
+		unauthorizedTTL = time.Second
+	}
+	webhook := map[string]any{
+		"timeout":                    "3s",
+		"authorizedTTL":              authorizedTTL.String(),
+		"unauthorizedTTL":            unauthorizedTTL.String(),
+		"subjectAccessReviewVersion": "v1",
+		"matchConditionSubjectAccessReviewVersion": "v1",
+		"failurePolicy": "NoOpinion",
+		"connectionInfo": map[string]any{
+			"type":           "KubeConfigFile",
+			"kubeConfigFile": kubeconfig,
+		},
+		"matchConditions": []any{
+			map[string]any{"expression": "!request.user.startsWith('system:')"},
+		},
+	}
+	if !cacheAuthorized {
+		webhook["cacheAuthorizedRequests"] = false
+	}
+	if !cacheUnauthorized {
+		webhook["cacheUnauthorizedRequests"] = false
+	}
 	doc := map[string]any{
 		"apiVersion": "apiserver.config.k8s.io/v1",
 		"kind":       "AuthorizationConfiguration",
 		"authorizers": []any{
-			map[string]any{
-				"type": "Webhook",
-				"name": "octogate",
-				"webhook": map[string]any{
-					"timeout":                    "3s",
-					"authorizedTTL":              authorizedTTL.String(),
-					"unauthorizedTTL":            unauthorizedTTL.String(),
-					"subjectAccessReviewVersion": "v1",
-					"matchConditionSubjectAccessReviewVersion": "v1",
-					"failurePolicy": "NoOpinion",
-					"connectionInfo": map[string]any{
-						"type":           "KubeConfigFile",
-						"kubeConfigFile": kubeconfig,
-					},
-					"matchConditions": []any{
-						map[string]any{"expression": "!request.user.startsWith('system:')"},
-					},
-				},
-			},
+			map[string]any{"type": "Webhook", "name": "octogate", "webhook": webhook},
 			map[string]any{"type": "RBAC", "name": "rbac"},
 		},
 	}

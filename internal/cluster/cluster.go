@@ -44,6 +44,14 @@ type Config struct {
 	TokenReviewVersion string
 	// AuthnCacheTTL is --authentication-token-webhook-cache-ttl (default 1 s).
 	AuthnCacheTTL time.Duration
+	// AuthzServer, when set, is the server URL (https://HOST:PORT, serving octogate's
+	// certificate) of the authorization webhook kubeconfig in place of octogate's own address:
+	// a recorder in front of octogate's /authorize sees every SubjectAccessReview
+	// kube-apiserver sends.
+	AuthzServer string
+	// AuthzUncached turns kube-apiserver's cache of the authorization webhook's answers off,
+	// so that every check of every request reaches the webhook.
+	AuthzUncached bool
 	// ProxyPort, when set, is the port on 127.0.0.1 of octogate's impersonating proxy
 	// (OCTOGATE_PROXY_LISTEN), which forwards as the ServiceAccount ProxyNamespace/
 	// ProxyServiceAccount created with impersonation rights only.
@@ -106,6 +114,10 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 	for kind, path := range map[string]string{"authn": c.AuthnKubeconfig, "authz": c.AuthzKubeconfig, "admission": c.AdmissionKubeconfig} {
+		server := server
+		if kind == "authz" && cfg.AuthzServer != "" {
+			server = cfg.AuthzServer
+		}
 		kc, err := WebhookKubeconfig(ctx, cfg.OctogateBinary, kind, server, c.CertsDir)
 		if err != nil {
 			return nil, err
@@ -118,7 +130,13 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	var authzTTL time.Duration // the default
+	if cfg.AuthzUncached {
+		authzTTL = -1
+	}
 	c.APIServer, err = StartAPIServer(APIServerConfig{
+		AuthorizedTTL:       authzTTL,
+		UnauthorizedTTL:     authzTTL,
 		BinDir:              cfg.BinDir,
 		WorkDir:             cfg.WorkDir,
 		AuthnKubeconfig:     c.AuthnKubeconfig,

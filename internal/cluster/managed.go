@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/proxy"
+	"github.com/octogate/octogate/subjectaccessreview"
 )
 
 // ManagedConfig describes a control plane set up like a managed cluster (EKS, GKE, AKS):
@@ -211,6 +213,77 @@ func (m *Managed) WriteProxyKubeconfig(path string, users []KubeconfigUser) erro
 		}
 	}
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// WaitProxyRBAC waits until octogate's controller (OCTOGATE_PROXY_RBAC=true) has bound every
+// grant of policy (the AuthorizationPolicy YAML octogate serves) to its octogate:rule group
+// (unboundGrants). Until then a request a rule allows is forbidden through the proxy, as for
+// the first seconds after octogate is installed on a managed cluster. The error names the
+// bindings still missing when ctx ends.
+func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
+	p, err := subjectaccessreview.Parse(policy)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(m.APIServer.Admin)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing, err := unboundGrants(ctx, cs, p.Grants())
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the proxy's RBAC: bindings missing (%s; last error %v): %w", strings.Join(missing, ", "), err, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// unboundGrants names the bindings of grants that do not exist yet, as octogate's controller
+// keeps them (labelled ownership.LabelProxyRBAC, named after the grant): a ClusterRoleBinding
+// for a grant without namespaces, else a RoleBinding in each existing namespace the grant
+// binds in (Grant.BindsIn), named NAMESPACE/NAME.
+func unboundGrants(ctx context.Context, cs kubernetes.Interface, grants []subjectaccessreview.Grant) ([]string, error) {
+	selector := metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"}
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	rbs, err := cs.RbacV1().RoleBindings("").List(ctx, selector)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bound := map[string]bool{}
+	for _, b := range crbs.Items {
+		bound[b.Name] = true
+	}
+	for _, b := range rbs.Items {
+		bound[b.Namespace+"/"+b.Name] = true
+	}
+	var missing []string
+	for _, g := range grants {
+		if len(g.Namespaces) == 0 {
+			if !bound[g.Name] {
+				missing = append(missing, g.Name)
+			}
+			continue
+		}
+		for _, ns := range namespaces.Items {
+			if name := ns.Name + "/" + g.Name; g.BindsIn(ns.Name) && ns.DeletionTimestamp == nil && !bound[name] {
+				missing = append(missing, name)
+			}
+		}
+	}
+	return missing, nil
 }
 
 // Stop stops octogate, kube-controller-manager, kube-apiserver and etcd.

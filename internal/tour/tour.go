@@ -216,20 +216,25 @@ session context's kubectl sends a session, never alice's GitHub token:
 }
 
 // Proxy is the tour of the impersonating proxy (docs/managed-clusters.md): contexts
-// proxy-alice and proxy-bob talk to octogate's proxy instead of kube-apiserver, as on a
-// managed cluster whose kube-apiserver flags cannot be set.
+// proxy-alice and proxy-bob talk to octogate's proxy in front of the demo's second cluster, set
+// up as a managed one whose kube-apiserver flags cannot be set (RBAC only, no octogate
+// webhook, the proxy's RBAC on), and proxy-admin is that cluster's admin.
 func Proxy() string {
 	return `
-The impersonating proxy (docs/managed-clusters.md), in the first shell: its contexts proxy-alice
-and proxy-bob talk to octogate's proxy, which authenticates and decides as the webhooks do,
-then forwards as its ServiceAccount with Impersonate-User: what a managed cluster (EKS, GKE,
-AKS) gets without flags.
+The impersonating proxy (docs/managed-clusters.md), in the first shell: contexts proxy-alice and
+proxy-bob talk to octogate's proxy in front of a second cluster set up as a managed one (EKS,
+GKE, AKS): its kube-apiserver has RBAC only, no octogate webhook. The proxy authenticates and
+decides as the webhooks do, then forwards as its ServiceAccount with Impersonate-User, and with
+the group octogate:rule:NAME when rule NAME allowed; octogate's controller binds that group to
+what the rule allows (OCTOGATE_PROXY_RBAC). proxy-admin is that cluster's admin.
 
   kubectl --context proxy-bob auth whoami         # github:bob:1002, groups github:acme, github:acme/web
   kubectl --context proxy-bob -n kube-system get pods   # Forbidden at the proxy: octogate: rule no-one-else-in-system-namespaces
   kubectl --context proxy-bob auth can-i create namespaces   # yes: rule members-create-namespaces, answered by the proxy
   kubectl --context proxy-bob get pods --as=github:alice:1001   # Forbidden: the proxy does not forward kubectl --as
-  kubectl --context proxy-alice get namespaces    # allowed: rule platform-admins-everything (group octogate:rule:platform-admins-everything upstream)
+  kubectl --context proxy-alice get namespaces    # allowed by RBAC: the proxy added group octogate:rule:platform-admins-everything
+  kubectl --context proxy-admin get clusterrolebindings,rolebindings -A -l octogate.dev/proxy-rbac=true   # each Allow rule's group bound to its ClusterRole (a rule with namespaces: in those)
+  kubectl --context proxy-admin get namespaces    # the managed-like cluster's own: bob-dev of the first shell is not here
 `
 }
 
