@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/proxy"
 	"github.com/octogate/octogate/subjectaccessreview"
 )
@@ -38,6 +37,11 @@ type ManagedConfig struct {
 	TokenCacheTTL, NegativeTTL      time.Duration
 	OctogateEnv                     []string
 }
+
+// ProxyRBACLabel is ownership.LabelProxyRBAC, the label of the proxy RBAC objects, spelled
+// out: ownership's tests import this package, which may not import ownership.
+// ownership's TestProxyRBACLabelIsTheClusterPackages pins the two together.
+const ProxyRBACLabel = "octogate.dev/proxy-rbac"
 
 // The proxy's ServiceAccount in a managed cluster, as the chart names it for release octogate.
 const (
@@ -245,11 +249,11 @@ func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
 }
 
 // unboundGrants names the bindings of grants that do not exist yet, as octogate's controller
-// keeps them (labelled ownership.LabelProxyRBAC, named after the grant): a ClusterRoleBinding
+// keeps them (labelled ProxyRBACLabel, named after the grant): a ClusterRoleBinding
 // for a grant without namespaces, else a RoleBinding in each existing namespace the grant
 // binds in (Grant.BindsIn), named NAMESPACE/NAME.
 func unboundGrants(ctx context.Context, cs kubernetes.Interface, grants []subjectaccessreview.Grant) ([]string, error) {
-	selector := metav1.ListOptions{LabelSelector: ownership.LabelProxyRBAC + "=true"}
+	selector := metav1.ListOptions{LabelSelector: ProxyRBACLabel + "=true"}
 	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, selector)
 	if err != nil {
 		return nil, err
