@@ -62,7 +62,7 @@ clusters:
 		GitHubAPIURL: s.github.URL(), GitHubCAFile: githubCA,
 		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
 		TokenCacheTTL: time.Minute, NegativeTTL: time.Second,
-		TokenReviewVersion: "v1", AuthnCacheTTL: time.Second,
+		TokenReviewVersion: "v1", AuthnCacheTTL: time.Second, AuditLog: true,
 		OctogateEnv: []string{
 			"OCTOGATE_SESSION_ISSUER=" + s.issuer,
 			"OCTOGATE_SESSION_CLUSTERS_FILE=" + clustersFile,
@@ -207,6 +207,53 @@ func TestFleetIssuerDecidesWhoMayUseEachCluster(t *testing.T) {
 			if strings.Contains(string(raw), secret) {
 				t.Errorf("the audit file holds a token")
 			}
+		}
+	})
+	t.Run("kube-apiserver's audit event of alice's request names her session's jti, as the issuer's event does", func(t *testing.T) {
+		mustWhoami(t, alice)
+		session, _ := s.liveSession(t, alice)
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(session, ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims struct {
+			JTI string `json:"jti"`
+		}
+		if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
+			t.Fatalf("session claims %s: %v", payload, err)
+		}
+		issued := false
+		for _, ev := range auditEvents(t, auditFile) {
+			issued = issued || (ev["event"] == "session.issued" && ev["jti"] == claims.JTI && ev["user"] == cluster.AliceUser)
+		}
+		if !issued {
+			t.Errorf("the issuer's audit file has no session.issued event with jti %s", claims.JTI)
+		}
+		raw, err := os.ReadFile(s.a.APIServer.AuditLogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var ev struct {
+				RequestURI string `json:"requestURI"`
+				User       struct {
+					Username string              `json:"username"`
+					Extra    map[string][]string `json:"extra"`
+				} `json:"user"`
+			}
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("kube-apiserver audit line %q: %v", line, err)
+			}
+			if ev.User.Username == cluster.AliceUser && strings.Contains(ev.RequestURI, "selfsubjectreviews") {
+				if id := ev.User.Extra[credentialIDExtra]; len(id) != 1 || id[0] != "JTI="+claims.JTI {
+					t.Errorf("kube-apiserver's audit event of alice's whoami has %s = %v, want JTI=%s", credentialIDExtra, id, claims.JTI)
+				}
+				found++
+			}
+		}
+		if found == 0 {
+			t.Errorf("kube-apiserver's audit log has no event of alice's whoami")
 		}
 	})
 }
