@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/octogate/octogate/fleet"
+	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/internal/githubapi"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/tokenreview"
@@ -17,6 +18,13 @@ import (
 
 // fleetIssuer serves session's real cluster list and token exchange for a clusters file with prod limited to
 // acme/sre and staging open to every member, looking GitHub tokens up at apiURL.
+// The people's GitHub tokens, of GitHub's format (the checksum the issuer checks offline).
+var (
+	clustersTokenAlice = ghtoken.Mint("gho_clusters_alice")
+	clustersTokenBob   = ghtoken.Mint("gho_clusters_bob")
+	clustersTokenCarol = ghtoken.Mint("gho_clusters_carol")
+)
+
 func fleetIssuer(t *testing.T, apiURL string) (string, string) {
 	t.Helper()
 	lookup, err := tokenreview.NewLookup(tokenreview.Config{GitHubAPIURL: apiURL, Orgs: []string{"acme=2001"}})
@@ -64,11 +72,11 @@ func TestClustersCommandPrintsThePersonsClusters(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
 	gh.AddOrg("acme", 2001)
-	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{"gho_clusters_alice"},
+	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{clustersTokenAlice},
 		Memberships: []githubapi.Membership{{Org: "acme"}}, Teams: []githubapi.Team{{Org: "acme", Name: "SRE", Slug: "sre"}}})
-	gh.AddUser(githubapi.User{Login: "bob", ID: 1002, Tokens: []string{"gho_clusters_bob"},
+	gh.AddUser(githubapi.User{Login: "bob", ID: 1002, Tokens: []string{clustersTokenBob},
 		Memberships: []githubapi.Membership{{Org: "acme"}}})
-	gh.AddUser(githubapi.User{Login: "carol", ID: 1003, Tokens: []string{"gho_clusters_carol"}})
+	gh.AddUser(githubapi.User{Login: "carol", ID: 1003, Tokens: []string{clustersTokenCarol}})
 	issuer, ca := fleetIssuer(t, gh.URL())
 
 	for _, tc := range []struct {
@@ -77,14 +85,14 @@ func TestClustersCommandPrintsThePersonsClusters(t *testing.T) {
 		out         string
 		errWant     string
 	}{
-		{name: "alice, in acme/sre, sees prod and staging", token: "gho_clusters_alice", out: "" +
+		{name: "alice, in acme/sre, sees prod and staging", token: clustersTokenAlice, out: "" +
 			"NAME      ACCEPTS     SERVER                             LABELS\n" +
 			"prod      webhook     https://prod.example.com:6443      env=prod,tier=a\n" +
 			"staging   apiserver   https://staging.example.com:6443   <none>\n"},
-		{name: "bob sees staging only", token: "gho_clusters_bob", out: "" +
+		{name: "bob sees staging only", token: clustersTokenBob, out: "" +
 			"NAME      ACCEPTS     SERVER                             LABELS\n" +
 			"staging   apiserver   https://staging.example.com:6443   <none>\n"},
-		{name: "carol, not a member, is refused with the reason", token: "gho_clusters_carol", code: 1, errWant: "invalid_token: [not_member]"},
+		{name: "carol, not a member, is refused with the reason", token: clustersTokenCarol, code: 1, errWant: "invalid_token: [not_member]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			isolate(t)
@@ -105,11 +113,11 @@ func TestDoctorExplainsAClusterLimitedToOthers(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
 	gh.AddOrg("acme", 2001)
-	gh.AddUser(githubapi.User{Login: "bob", ID: 1002, Tokens: []string{"gho_clusters_bob"},
+	gh.AddUser(githubapi.User{Login: "bob", ID: 1002, Tokens: []string{clustersTokenBob},
 		Memberships: []githubapi.Membership{{Org: "acme"}}})
 	issuer, ca := fleetIssuer(t, gh.URL())
 	isolate(t)
-	t.Setenv(envGitHubToken, "gho_clusters_bob")
+	t.Setenv(envGitHubToken, clustersTokenBob)
 	stderr := &syncBuffer{}
 	out, code := runOctogate(t, stderr, "doctor", "--kubeconfig", "/nonexistent", "--session-issuer", issuer, "--audience", "prod", "--session-ca-file", ca)
 	for _, w := range []string{"error:    invalid_target", "reason:   cluster_not_allowed", `may not use cluster "prod"`, "limits it to other people or teams", "octogate clusters --issuer URL"} {
