@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newOwnersCmd(),
 		newSessionCmd(),
 		newClustersCmd(),
+		newLoginCmd(),
 	)
 	return root
 }
