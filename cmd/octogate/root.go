@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newSessionCmd(),
 		newClustersCmd(),
 		newLoginCmd(),
+		newLogoutCmd(),
 	)
 	return root
 }
