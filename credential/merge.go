@@ -11,16 +11,17 @@ import (
 
 // MergeKubeconfig adds add's clusters, users and contexts to dst (both client-go kubeconfigs)
 // and leaves every other entry of dst as it was. An entry of the same name is replaced only
-// when it is the same thing: a cluster with the same server, a user whose exec plugin runs
-// `credential --session-issuer issuer` (a previous login at this issuer), a context of the same
-// cluster and user. Any other name taken is a conflict: MergeKubeconfig then changes nothing and
-// its error lists every conflicting name, so that a login never turns another cluster's context
-// into this issuer's. dst's current context is kept; add's becomes current only when dst has
-// none.
+// when it is the same thing: a cluster with the same server (or with any server when the
+// context of its name joins it to this issuer's session user: the issuer moved the cluster), a
+// user whose exec plugin runs `credential --session-issuer issuer` (a previous login at this
+// issuer), a context of the same cluster and user. Any other name taken is a conflict:
+// MergeKubeconfig then changes nothing and its error lists every conflicting name, so that a
+// login never turns another cluster's context into this issuer's. dst's current context is
+// kept; add's becomes current only when dst has none.
 func MergeKubeconfig(dst, add *clientcmdapi.Config, issuer string) error {
 	var conflicts []string
 	for name, c := range add.Clusters {
-		if old, ok := dst.Clusters[name]; ok && old.Server != c.Server {
+		if old, ok := dst.Clusters[name]; ok && old.Server != c.Server && !loggedIn(dst, name, issuer) {
 			conflicts = append(conflicts, fmt.Sprintf("cluster %q is %s, not %s", name, old.Server, c.Server))
 		}
 	}
@@ -61,4 +62,11 @@ func loginUser(u *clientcmdapi.AuthInfo, issuer string) bool {
 	}
 	i := slices.Index(u.Exec.Args, "--session-issuer")
 	return slices.Contains(u.Exec.Args, "credential") && i >= 0 && i+1 < len(u.Exec.Args) && u.Exec.Args[i+1] == issuer
+}
+
+// loggedIn is whether dst's context name joins cluster name to a session user of issuer: the
+// entries an earlier login at issuer wrote.
+func loggedIn(dst *clientcmdapi.Config, name, issuer string) bool {
+	c := dst.Contexts[name]
+	return c != nil && c.Cluster == name && loginUser(dst.AuthInfos[c.AuthInfo], issuer)
 }

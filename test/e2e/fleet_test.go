@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/octogate/octogate/internal/cluster"
 	"github.com/octogate/octogate/internal/githubapi"
 )
@@ -256,4 +259,87 @@ func TestFleetIssuerDecidesWhoMayUseEachCluster(t *testing.T) {
 			t.Errorf("kube-apiserver's audit log has no event of alice's whoami")
 		}
 	})
+}
+
+// TestFleetLoginWritesAContextPerCluster: with real kubectl, `octogate login` as alice (in
+// acme's admin team) writes prod and dev contexts into her kubeconfig, keeping its other
+// entries, and kubectl --context prod works through the session plugin; bob gets dev only.
+func TestFleetLoginWritesAContextPerCluster(t *testing.T) {
+	e := requireEnv(t)
+	s, _ := startFleetIssuer(t, e)
+	// prod is now the real kube-apiserver (the issuer reloads its clusters file); dev is a
+	// cluster everyone may use.
+	clusters := fmt.Sprintf(`apiVersion: octogate.dev/v1alpha1
+kind: SessionClusters
+clusters:
+- name: prod
+  server: %s
+  certificateAuthorityData: %s
+  accepts: webhook
+  subjects:
+  - {kind: Group, name: "%s"}
+- name: dev
+  server: https://dev.example.com:6443
+  accepts: apiserver
+`, s.a.APIServer.URL, base64.StdEncoding.EncodeToString(s.a.APIServer.CA), cluster.AdminGroup)
+	if err := os.WriteFile(filepath.Join(s.work, "clusters.yaml"), []byte(clusters), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login := func(t *testing.T, name, token string) (cluster.Kubectl, string) {
+		t.Helper()
+		dir := filepath.Join(s.work, name)
+		if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "kubeconfig")
+		existing := clientcmdapi.NewConfig()
+		existing.Clusters["kind"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+		existing.AuthInfos["kind"] = &clientcmdapi.AuthInfo{Token: "static"}
+		existing.Contexts["kind"] = &clientcmdapi.Context{Cluster: "kind", AuthInfo: "kind"}
+		existing.CurrentContext = "kind"
+		if err := clientcmd.WriteToFile(*existing, path); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"GITHUB_TOKEN=" + token, "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"), "HOME=" + filepath.Join(dir, "home")}
+		var out []byte
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			cmd := exec.Command(e.cluster.Config.OctogateBinary, "login", "--issuer", s.issuer, "--session-ca-file", s.issuerCA,
+				"--kubeconfig", path, "--command", e.cluster.Config.OctogateBinary)
+			cmd.Env = append(os.Environ(), env...)
+			var err error
+			if out, err = cmd.CombinedOutput(); err != nil {
+				t.Fatalf("octogate login: %v\n%s", err, out)
+			}
+			cfg, err := clientcmd.LoadFromFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := cfg.Clusters["dev"]; c != nil || time.Now().After(deadline) {
+				break // the reloaded clusters file
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: path, Home: filepath.Join(dir, "home"), Env: env}, string(out)
+	}
+	contexts := func(t *testing.T, k cluster.Kubectl) string {
+		t.Helper()
+		res := kubectlRun(t, k, "config", "get-contexts", "-o", "name")
+		return strings.Join(strings.Fields(res.Stdout), ",")
+	}
+
+	alice, out := login(t, "login-alice", cluster.AliceToken)
+	if got := contexts(t, alice); got != "dev,kind,prod" {
+		t.Fatalf("alice's contexts %q, want dev,kind,prod\n%s", got, out)
+	}
+	if res := kubectlRun(t, alice, "config", "current-context"); strings.TrimSpace(res.Stdout) != "kind" {
+		t.Errorf("current context %q, want kind kept", res.Stdout)
+	}
+	res := kubectlRun(t, alice, "--context", "prod", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	if res.ExitCode != 0 || res.Stdout != cluster.AliceUser {
+		t.Errorf("kubectl --context prod auth whoami as alice:\n%s", res)
+	}
+	bob, _ := login(t, "login-bob", cluster.BobToken)
+	if got := contexts(t, bob); got != "dev,kind" {
+		t.Errorf("bob's contexts %q, want dev,kind", got)
+	}
 }
