@@ -29,8 +29,11 @@ type UserKubeconfig struct {
 	// (ParseProxyURL). Required.
 	Server string
 	// CAData is the PEM CA bundle that signs Server's serving certificate (kube-apiserver's, or
-	// the proxy's). Required.
+	// the proxy's). Required unless SystemRoots.
 	CAData []byte
+	// SystemRoots allows an empty CAData: the server's certificate is then verified with the
+	// system's roots (a cluster whose issuer entry has no certificateAuthorityData).
+	SystemRoots bool
 	// Cluster, User and Context name the kubeconfig entries; default "octogate", "github",
 	// and Cluster's value.
 	Cluster, User, Context string
@@ -69,6 +72,16 @@ type UserKubeconfig struct {
 // Errors name the bad field.
 // Source: https://kubernetes.io/docs/reference/access-authn-authz/authentication/#configuration
 func (k UserKubeconfig) Render() ([]byte, error) {
+	cfg, err := k.Config()
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// Config is the kubeconfig Render writes, as client-go's type, for merging into another
+// (MergeKubeconfig).
+func (k UserKubeconfig) Config() (*clientcmdapi.Config, error) {
 	if err := k.validate(); err != nil {
 		return nil, err
 	}
@@ -130,7 +143,7 @@ func (k UserKubeconfig) Render() ([]byte, error) {
 	}}
 	cfg.Contexts[k.Context] = &clientcmdapi.Context{Cluster: k.Cluster, AuthInfo: k.User}
 	cfg.CurrentContext = k.Context
-	return clientcmd.Write(*cfg)
+	return cfg, nil
 }
 
 func (k UserKubeconfig) validate() error {
@@ -141,8 +154,10 @@ func (k UserKubeconfig) validate() error {
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("server %q: want an https URL such as https://kube.example.com:6443", k.Server)
 	}
-	if err := checkPEMCerts(k.CAData); err != nil {
-		return fmt.Errorf("ca: %w", err)
+	if len(k.CAData) > 0 || !k.SystemRoots {
+		if err := checkPEMCerts(k.CAData); err != nil {
+			return fmt.Errorf("ca: %w", err)
+		}
 	}
 	if k.Command != "" && !filepath.IsAbs(k.Command) && strings.ContainsAny(k.Command, `/\`) {
 		return fmt.Errorf("command %q: want a name found on PATH (%s) or the absolute path of the octogate binary", k.Command, DefaultCommand)

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -287,4 +288,41 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: redact(ans.Error), Description: redact(ans.ErrorDescription)}
 	}
 	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
+}
+
+// ForgetSessions deletes the cached sessions of issuer (CacheDir/session-*.json whose issuer is
+// issuer), for audience only when it is not empty, and returns the audiences removed, sorted.
+// A session cache it may not read (not a regular file of this user with mode 0600) is left
+// alone and not counted. It only forgets: a deleted session stays valid at the clusters until
+// its exp or a revocation at the issuer.
+func (p *Plugin) ForgetSessions(issuer, audience string) ([]string, error) {
+	u, err := parseEndpointURL("session issuer", issuer)
+	if err != nil {
+		return nil, err
+	}
+	issuer = strings.TrimRight(u.String(), "/")
+	paths, err := filepath.Glob(filepath.Join(p.cfg.CacheDir, "session-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, path := range paths {
+		if checkPrivate(path, p.uid) != nil {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var c sessionCache
+		if json.Unmarshal(b, &c) != nil || strings.TrimRight(c.Issuer, "/") != issuer || (audience != "" && c.Audience != audience) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, c.Audience)
+	}
+	slices.Sort(removed)
+	return removed, nil
 }

@@ -6,13 +6,20 @@ import (
 	"github.com/octogate/octogate/session"
 )
 
+// ImpersonatedExtraKeys are the extra keys the proxy impersonates: octogate's (session.ExtraKeys)
+// and the session's credential id (session.CredentialIDKey, "JTI=<jti>"), so that the audit
+// event of a proxied request names the session as one sent to kube-apiserver directly would.
+func ImpersonatedExtraKeys() []string {
+	return append(append(make([]string, 0, len(session.ExtraKeys)+1), session.ExtraKeys...), session.CredentialIDKey)
+}
+
 // ImpersonationRules are all the RBAC the proxy's ServiceAccount needs: impersonate users,
-// groups, uids and octogate's extra keys (session.ExtraKeys), nothing else
+// groups, uids and the extra keys of ImpersonatedExtraKeys, nothing else
 // (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#user-impersonation:
 // an extra key is the subresource of userextras).
 func ImpersonationRules() []rbacv1.PolicyRule {
-	extras := make([]string, 0, len(session.ExtraKeys))
-	for _, k := range session.ExtraKeys {
+	extras := make([]string, 0, len(session.ExtraKeys)+1)
+	for _, k := range ImpersonatedExtraKeys() {
 		extras = append(extras, "userextras/"+k)
 	}
 	return []rbacv1.PolicyRule{

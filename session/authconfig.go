@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/yaml"
 
 	"github.com/octogate/octogate/actionsoidc"
@@ -84,6 +85,13 @@ var ExtraKeys = []string{
 	actionsoidc.ExtraActor, actionsoidc.ExtraActorID, actionsoidc.ExtraRunID, actionsoidc.ExtraWorkflowRef,
 	actionsoidc.ExtraRef, actionsoidc.ExtraSHA, actionsoidc.ExtraEventName,
 }
+
+// CredentialIDKey is the extra key that names the session a user authenticated with,
+// "JTI=<jti>": kube-apiserver sets it for every JWT it verifies (user.CredentialIDKey), and
+// /authenticate sets it for every session it verifies, so that kube-apiserver's audit events
+// carry the session's jti in both modes. Not in ExtraKeys: kube-apiserver refuses a claim
+// mapping for a key of the kubernetes.io domain, and sets this one itself.
+const CredentialIDKey = user.CredentialIDKey
 
 // NewAuthenticationConfiguration is the AuthenticationConfiguration with which kube-apiserver
 // itself accepts issuer's sessions for audience, with no webhook on the path: the identity

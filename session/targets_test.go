@@ -42,7 +42,7 @@ func fleetIssuer(t *testing.T) *issuerEnv {
 		t.Fatal(err)
 	}
 	e := newIssuerEnv(t)
-	e.github.ids["gho_bob"] = bob
+	e.github.ids["gho_alice"], e.github.ids["gho_bob"] = alice, bob
 	x, err := NewExchanger(ExchangerConfig{Issuer: testIssuer, Targets: store, Keys: e.keys, GitHub: e.github, Now: e.clock.now})
 	if err != nil {
 		t.Fatal(err)

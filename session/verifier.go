@@ -17,6 +17,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	k8sjwt "k8s.io/apiserver/pkg/authentication/token/jwt"
+
 	"github.com/octogate/octogate/internal/jwks"
 	"github.com/octogate/octogate/tokenreview"
 )
@@ -227,6 +229,7 @@ func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha2
 type sessionClaims struct {
 	Audience  jwt.Audience        `json:"aud"`
 	Subject   string              `json:"sub"`
+	ID        string              `json:"jti"`
 	IssuedAt  *jwt.NumericDate    `json:"iat"`
 	NotBefore *jwt.NumericDate    `json:"nbf"`
 	Expiry    *jwt.NumericDate    `json:"exp"`
@@ -277,6 +280,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 		return verified{}, refuse(tokenreview.ReasonBadSession, "the session lacks username or uid, or its sub is not its uid")
 	}
 	id := tokenreview.Identity{Username: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
+	delete(id.Extra, CredentialIDKey) // only the verifier says which credential it verified
 	if id.Groups == nil {
 		id.Groups = []string{}
 	}
@@ -292,7 +296,26 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 	if !until.After(now) {
 		until = now.Add(time.Second)
 	}
-	return verified{id: v.identities.Encoded(id), iat: iat, exp: until}, nil
+	return verified{id: withCredentialID(v.identities.Encoded(id), c.ID), iat: iat, exp: until}, nil
+}
+
+// withCredentialID is id (shared by the pool: read only) with its own extra map that adds
+// CredentialIDKey: ["JTI=<jti>"], encoded again; id unchanged when jti is empty. kube-apiserver's
+// own JWT authenticator sets the same for a session it verifies in mode (b) (k8s.io/apiserver
+// plugin/pkg/authenticator/token/oidc, getExtra; token/jwt.CredentialIDForJTI), so that
+// kube-apiserver's audit events name the session in mode (a) too and join to the issuer's audit
+// events by jti. Groups and extra values stay shared with the pool's identity.
+func withCredentialID(id tokenreview.Identity, jti string) tokenreview.Identity {
+	if jti == "" {
+		return id
+	}
+	extra := make(map[string][]string, len(id.Extra)+1)
+	for k, v := range id.Extra {
+		extra[k] = v
+	}
+	extra[CredentialIDKey] = []string{k8sjwt.CredentialIDForJTI(jti)}
+	id.Extra = extra
+	return id.Encoded()
 }
 
 func revokedError(user string, iat time.Time) *Error {

@@ -404,3 +404,66 @@ func TestKeyIDIsTheJWKThumbprint(t *testing.T) {
 		t.Fatalf("kid %s, want %s", k.KeyID(), want)
 	}
 }
+
+// TestVerifierNamesTheSessionAsKubeAPIServerDoes: the answer's extra carries the session's jti as
+// authentication.kubernetes.io/credential-id ("JTI=<jti>"), the key and form kube-apiserver's
+// JWT authenticator sets in mode (b), so kube-apiserver's audit event joins to the issuer's.
+func TestVerifierNamesTheSessionAsKubeAPIServerDoes(t *testing.T) {
+	cases := []struct {
+		name  string
+		jti   any
+		extra map[string][]string
+		want  []string
+	}{
+		{"the session's jti", "login-1", alice.Extra, []string{"JTI=login-1"}},
+		{"a credential id in the extra claim is replaced by the verified jti", "login-2",
+			map[string][]string{tokenreview.ExtraLogin: {"Alice"}, "authentication.kubernetes.io/credential-id": {"JTI=someone-else"}}, []string{"JTI=login-2"}},
+		{"a session without jti names no credential", nil,
+			map[string][]string{tokenreview.ExtraLogin: {"Alice"}, "authentication.kubernetes.io/credential-id": {"JTI=forged"}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newVerifierEnv(t, clusterA)
+			c := e.claims()
+			c["extra"] = tc.extra
+			if tc.jti == nil {
+				delete(c, "jti")
+			} else {
+				c["jti"] = tc.jti
+			}
+			id, _, err := e.v.LookupKind(context.Background(), signMap(t, e.keys, c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := id.Extra["authentication.kubernetes.io/credential-id"]
+			if (tc.want == nil) == ok || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("credential-id %q (present %v), want %q", got, ok, tc.want)
+			}
+			if id.Extra[tokenreview.ExtraLogin][0] != "Alice" {
+				t.Errorf("extra %v lost the login", id.Extra)
+			}
+		})
+	}
+	t.Run("the TokenReview answer carries it", func(t *testing.T) {
+		e := newVerifierEnv(t, clusterA)
+		c := e.claims()
+		c["jti"] = "login-9"
+		h := tokenreview.NewHandler(e.v, nil)
+		body := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + signMap(t, e.keys, c) + `"}}`
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/authenticate", strings.NewReader(body)))
+		var rv struct {
+			Status struct {
+				User struct {
+					Extra map[string][]string `json:"extra"`
+				} `json:"user"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &rv); err != nil {
+			t.Fatal(err)
+		}
+		if got := rv.Status.User.Extra["authentication.kubernetes.io/credential-id"]; len(got) != 1 || got[0] != "JTI=login-9" {
+			t.Errorf("answer %s", rec.Body.String())
+		}
+	})
+}

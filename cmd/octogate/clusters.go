@@ -10,13 +10,77 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/octogate/octogate/credential"
 )
 
+// issuerLogin holds the flags of the commands that talk to a session issuer for a person
+// (clusters, login): the issuer, its CA, and the plugin's ways to get the GitHub token.
+type issuerLogin struct {
+	issuer, sessionCAFile, clientID, clientSecret, githubURL, githubCAFile string
+	browser, device                                                        bool
+}
+
+func (l *issuerLogin) register(f *pflag.FlagSet) {
+	f.StringVar(&l.issuer, "issuer", "", "the octogate session issuer (its OCTOGATE_SESSION_ISSUER) (required)")
+	f.StringVar(&l.sessionCAFile, "session-ca-file", "", "extra PEM CA bundle for the session issuer")
+	f.StringVar(&l.clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
+	f.StringVar(&l.githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
+	f.StringVar(&l.githubCAFile, "github-ca-file", "", "extra PEM CA bundle for a GitHub Enterprise with a private CA (default $"+envGitHubCAFile+")")
+	f.StringVar(&l.clientSecret, "client-secret", "", "the GitHub app's client secret, needed by the browser flow (default $"+envOAuthSecret+")")
+	f.BoolVar(&l.browser, "browser", false, "log in through the browser (authorization code with PKCE on a 127.0.0.1 redirect)")
+	f.BoolVar(&l.device, "device", false, "log in through the device flow even when a browser is available")
+}
+
+// config is the credential.Config of the flags and the environment, as "octogate credential"
+// builds it, so that the GitHub token it caches is the one found here.
+func (l *issuerLogin) config(cmd *cobra.Command) (credential.Config, error) {
+	if l.browser && l.device {
+		return credential.Config{}, errors.New("--browser and --device: choose one")
+	}
+	var flow credential.Flow
+	switch {
+	case l.browser:
+		flow = credential.FlowBrowser
+	case l.device:
+		flow = credential.FlowDevice
+	}
+	return credential.Config{
+		GitHubURL:    firstSet(l.githubURL, os.Getenv(envGitHubURL)),
+		GitHubCAFile: firstSet(l.githubCAFile, os.Getenv(envGitHubCAFile)),
+		ClientID:     firstSet(l.clientID, os.Getenv(envOAuthClientID)),
+		ClientSecret: firstSet(l.clientSecret, os.Getenv(envOAuthSecret)),
+		Flow:         flow,
+		GitHubToken:  os.Getenv(envGitHubToken),
+		Prompt:       cmd.ErrOrStderr(),
+	}, nil
+}
+
+// clusters is the person's GitHub login (the cached token, or a new login) and the issuer's
+// list of the clusters that person may use.
+func (l *issuerLogin) clusters(cmd *cobra.Command) (string, []credential.IssuerCluster, error) {
+	cfg, err := l.config(cmd)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := credential.New(cfg)
+	if err != nil {
+		return "", nil, oneLine(err)
+	}
+	tok, err := p.Token(cmd.Context())
+	if err != nil {
+		return "", nil, oneLine(err)
+	}
+	user, clusters, err := credential.IssuerClusters(cmd.Context(), l.issuer, l.sessionCAFile, tok.Value)
+	if err != nil {
+		return "", nil, oneLine(err)
+	}
+	return user, clusters, nil
+}
+
 func newClustersCmd() *cobra.Command {
-	var issuer, sessionCAFile, clientID, clientSecret, githubURL, githubCAFile string
-	var browser, device bool
+	var l issuerLogin
 	cmd := &cobra.Command{
 		Use:   "clusters --issuer URL",
 		Short: "list the clusters an octogate session issuer lets you use",
@@ -27,38 +91,12 @@ login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER and LAB
 		Example: `  octogate clusters --issuer https://octogate.example.com`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if browser && device {
-				return errors.New("--browser and --device: choose one")
-			}
-			var flow credential.Flow
-			switch {
-			case browser:
-				flow = credential.FlowBrowser
-			case device:
-				flow = credential.FlowDevice
-			}
-			p, err := credential.New(credential.Config{
-				GitHubURL:    firstSet(githubURL, os.Getenv(envGitHubURL)),
-				GitHubCAFile: firstSet(githubCAFile, os.Getenv(envGitHubCAFile)),
-				ClientID:     firstSet(clientID, os.Getenv(envOAuthClientID)),
-				ClientSecret: firstSet(clientSecret, os.Getenv(envOAuthSecret)),
-				Flow:         flow,
-				GitHubToken:  os.Getenv(envGitHubToken),
-				Prompt:       cmd.ErrOrStderr(),
-			})
+			user, clusters, err := l.clusters(cmd)
 			if err != nil {
-				return oneLine(err)
-			}
-			tok, err := p.Token(cmd.Context())
-			if err != nil {
-				return oneLine(err)
-			}
-			user, clusters, err := credential.IssuerClusters(cmd.Context(), issuer, sessionCAFile, tok.Value)
-			if err != nil {
-				return oneLine(err)
+				return err
 			}
 			if len(clusters) == 0 {
-				_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "No clusters at %s for %s.\n", issuer, user)
+				_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "No clusters at %s for %s.\n", l.issuer, user)
 				return nil
 			}
 			// kubectl's table layout (its printers' tabwriter settings).
@@ -70,15 +108,7 @@ login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER and LAB
 			return tw.Flush()
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&issuer, "issuer", "", "the octogate session issuer (its OCTOGATE_SESSION_ISSUER) (required)")
-	f.StringVar(&sessionCAFile, "session-ca-file", "", "extra PEM CA bundle for the session issuer")
-	f.StringVar(&clientID, "client-id", "", "GitHub OAuth app client id for the device flow (default $"+envOAuthClientID+")")
-	f.StringVar(&githubURL, "github-url", "", "GitHub web URL, https://HOST for GitHub Enterprise (default $"+envGitHubURL+" or "+credential.DefaultGitHubURL+")")
-	f.StringVar(&githubCAFile, "github-ca-file", "", "extra PEM CA bundle for a GitHub Enterprise with a private CA (default $"+envGitHubCAFile+")")
-	f.StringVar(&clientSecret, "client-secret", "", "the GitHub app's client secret, needed by the browser flow (default $"+envOAuthSecret+")")
-	f.BoolVar(&browser, "browser", false, "log in through the browser (authorization code with PKCE on a 127.0.0.1 redirect)")
-	f.BoolVar(&device, "device", false, "log in through the device flow even when a browser is available")
+	l.register(cmd.Flags())
 	_ = cmd.MarkFlagRequired("issuer")
 	return cmd
 }

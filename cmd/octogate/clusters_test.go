@@ -16,16 +16,15 @@ import (
 	"github.com/octogate/octogate/tokenreview"
 )
 
-// fleetIssuer serves session's real cluster list and token exchange for a clusters file with prod limited to
-// acme/sre and staging open to every member, looking GitHub tokens up at apiURL.
-
-// Tokens of GitHub's format (their checksum is right), so that they reach the stand-in.
+// The people's GitHub tokens, of GitHub's format (the checksum the issuer checks offline).
 var (
 	clustersTokenAlice = ghtoken.Mint("gho_clusters_alice")
 	clustersTokenBob   = ghtoken.Mint("gho_clusters_bob")
 	clustersTokenCarol = ghtoken.Mint("gho_clusters_carol")
 )
 
+// fleetIssuer serves session's real cluster list and token exchange for a clusters file with prod limited to
+// acme/sre and staging open to every member, looking GitHub tokens up at apiURL.
 func fleetIssuer(t *testing.T, apiURL string) (string, string) {
 	t.Helper()
 	lookup, err := tokenreview.NewLookup(tokenreview.Config{GitHubAPIURL: apiURL, Orgs: []string{"acme=2001"}})

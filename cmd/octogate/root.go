@@ -44,6 +44,8 @@ func newRootCmd() *cobra.Command {
 		newOwnersCmd(),
 		newSessionCmd(),
 		newClustersCmd(),
+		newLoginCmd(),
+		newLogoutCmd(),
 	)
 	return root
 }

@@ -47,7 +47,21 @@ type APIServerConfig struct {
 	// RBAC alone. It cannot be combined with AuthzKubeconfig, which needs
 	// --authorization-config.
 	AuthorizationModes []string
+	// AuditLog, when true, makes kube-apiserver write an audit event of every request at level
+	// Metadata (user, with its extra, verb, URI) to APIServer.AuditLogPath, one JSON object a
+	// line (--audit-log-path, --audit-policy-file;
+	// https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/#log-backend).
+	AuditLog bool
 }
+
+// auditPolicy records every request at level Metadata and nothing of RequestReceived, so that
+// each request is one event (ResponseComplete).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+`
 
 // APIServer is a running etcd + kube-apiserver pair.
 type APIServer struct {
@@ -60,6 +74,8 @@ type APIServer struct {
 	// Admin is a system:masters client configuration.
 	Admin   *rest.Config
 	LogPath string
+	// AuditLogPath is kube-apiserver's audit log (APIServerConfig.AuditLog); empty when off.
+	AuditLogPath string
 }
 
 // StartAPIServer starts etcd and kube-apiserver with the webhook wiring in cfg and returns once
@@ -128,6 +144,18 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 		args.Disable("authorization-mode")
 		args.Set("authorization-config", path)
 	}
+	auditLogPath := ""
+	if cfg.AuditLog {
+		path := filepath.Join(cfg.WorkDir, "audit-policy.yaml")
+		if err := os.WriteFile(path, []byte(auditPolicy), 0o600); err != nil {
+			_ = logFile.Close()
+			_ = etcdLog.Close()
+			return nil, err
+		}
+		auditLogPath = filepath.Join(cfg.WorkDir, "kube-apiserver-audit.jsonl")
+		args.Set("audit-policy-file", path)
+		args.Set("audit-log-path", auditLogPath)
+	}
 	if cfg.AdmissionKubeconfig != "" {
 		path := filepath.Join(cfg.WorkDir, "admission-config.yaml")
 		if err := WriteAdmissionConfig(path, mustAbs(cfg.AdmissionKubeconfig)); err != nil {
@@ -149,6 +177,8 @@ func StartAPIServer(cfg APIServerConfig) (*APIServer, error) {
 		CAFile:  filepath.Join(cfg.WorkDir, "apiserver-ca.crt"),
 		Admin:   env.Config,
 		LogPath: logPath,
+
+		AuditLogPath: auditLogPath,
 	}
 	if err := os.WriteFile(a.CAFile, a.CA, 0o600); err != nil {
 		_ = a.Stop()

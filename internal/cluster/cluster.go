@@ -56,6 +56,8 @@ type Config struct {
 	// (OCTOGATE_PROXY_LISTEN), which forwards as the ServiceAccount ProxyNamespace/
 	// ProxyServiceAccount created with impersonation rights only.
 	ProxyPort int
+	// AuditLog turns on kube-apiserver's audit log (APIServerConfig.AuditLog).
+	AuditLog bool
 }
 
 // Cluster is etcd, kube-apiserver and kube-controller-manager wired to a running octogate.
@@ -144,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		AuthnCacheTTL:       cfg.AuthnCacheTTL,
 		AuthzKubeconfig:     c.AuthzKubeconfig,
 		AdmissionKubeconfig: c.AdmissionKubeconfig,
+		AuditLog:            cfg.AuditLog,
 	})
 	if err != nil {
 		return nil, err

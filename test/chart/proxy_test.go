@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/octogate/octogate/session"
+	"github.com/octogate/octogate/proxy"
 )
 
 const (
@@ -175,7 +175,7 @@ func TestProxyEnabled(t *testing.T) {
 			t.Error("the proxy's ServiceAccount token is automounted; no pod runs as it")
 		}
 		extras := []string{"uids"}
-		for _, k := range session.ExtraKeys {
+		for _, k := range proxy.ImpersonatedExtraKeys() {
 			extras = append(extras, "userextras/"+k)
 		}
 		rulesEqual(t, "ClusterRole "+proxyName, get[rbacv1.ClusterRole](t, o, "ClusterRole", proxyName).Rules, []rbacv1.PolicyRule{

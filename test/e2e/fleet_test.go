@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/octogate/octogate/internal/cluster"
 	"github.com/octogate/octogate/internal/githubapi"
 )
@@ -62,7 +65,7 @@ clusters:
 		GitHubAPIURL: s.github.URL(), GitHubCAFile: githubCA,
 		Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
 		TokenCacheTTL: time.Minute, NegativeTTL: time.Second,
-		TokenReviewVersion: "v1", AuthnCacheTTL: time.Second,
+		TokenReviewVersion: "v1", AuthnCacheTTL: time.Second, AuditLog: true,
 		OctogateEnv: []string{
 			"OCTOGATE_SESSION_ISSUER=" + s.issuer,
 			"OCTOGATE_SESSION_CLUSTERS_FILE=" + clustersFile,
@@ -209,4 +212,134 @@ func TestFleetIssuerDecidesWhoMayUseEachCluster(t *testing.T) {
 			}
 		}
 	})
+	t.Run("kube-apiserver's audit event of alice's request names her session's jti, as the issuer's event does", func(t *testing.T) {
+		mustWhoami(t, alice)
+		session, _ := s.liveSession(t, alice)
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(session, ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims struct {
+			JTI string `json:"jti"`
+		}
+		if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
+			t.Fatalf("session claims %s: %v", payload, err)
+		}
+		issued := false
+		for _, ev := range auditEvents(t, auditFile) {
+			issued = issued || (ev["event"] == "session.issued" && ev["jti"] == claims.JTI && ev["user"] == cluster.AliceUser)
+		}
+		if !issued {
+			t.Errorf("the issuer's audit file has no session.issued event with jti %s", claims.JTI)
+		}
+		raw, err := os.ReadFile(s.a.APIServer.AuditLogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var ev struct {
+				RequestURI string `json:"requestURI"`
+				User       struct {
+					Username string              `json:"username"`
+					Extra    map[string][]string `json:"extra"`
+				} `json:"user"`
+			}
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("kube-apiserver audit line %q: %v", line, err)
+			}
+			if ev.User.Username == cluster.AliceUser && strings.Contains(ev.RequestURI, "selfsubjectreviews") {
+				if id := ev.User.Extra[credentialIDExtra]; len(id) != 1 || id[0] != "JTI="+claims.JTI {
+					t.Errorf("kube-apiserver's audit event of alice's whoami has %s = %v, want JTI=%s", credentialIDExtra, id, claims.JTI)
+				}
+				found++
+			}
+		}
+		if found == 0 {
+			t.Errorf("kube-apiserver's audit log has no event of alice's whoami")
+		}
+	})
+}
+
+// TestFleetLoginWritesAContextPerCluster: with real kubectl, `octogate login` as alice (in
+// acme's admin team) writes prod and dev contexts into her kubeconfig, keeping its other
+// entries, and kubectl --context prod works through the session plugin; bob gets dev only.
+func TestFleetLoginWritesAContextPerCluster(t *testing.T) {
+	e := requireEnv(t)
+	s, _ := startFleetIssuer(t, e)
+	// prod is now the real kube-apiserver (the issuer reloads its clusters file); dev is a
+	// cluster everyone may use.
+	clusters := fmt.Sprintf(`apiVersion: octogate.dev/v1alpha1
+kind: SessionClusters
+clusters:
+- name: prod
+  server: %s
+  certificateAuthorityData: %s
+  accepts: webhook
+  subjects:
+  - {kind: Group, name: "%s"}
+- name: dev
+  server: https://dev.example.com:6443
+  accepts: apiserver
+`, s.a.APIServer.URL, base64.StdEncoding.EncodeToString(s.a.APIServer.CA), cluster.AdminGroup)
+	if err := os.WriteFile(filepath.Join(s.work, "clusters.yaml"), []byte(clusters), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login := func(t *testing.T, name, token string) (cluster.Kubectl, string) {
+		t.Helper()
+		dir := filepath.Join(s.work, name)
+		if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "kubeconfig")
+		existing := clientcmdapi.NewConfig()
+		existing.Clusters["kind"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+		existing.AuthInfos["kind"] = &clientcmdapi.AuthInfo{Token: "static"}
+		existing.Contexts["kind"] = &clientcmdapi.Context{Cluster: "kind", AuthInfo: "kind"}
+		existing.CurrentContext = "kind"
+		if err := clientcmd.WriteToFile(*existing, path); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"GITHUB_TOKEN=" + token, "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"), "HOME=" + filepath.Join(dir, "home")}
+		var out []byte
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			cmd := exec.Command(e.cluster.Config.OctogateBinary, "login", "--issuer", s.issuer, "--session-ca-file", s.issuerCA,
+				"--kubeconfig", path, "--command", e.cluster.Config.OctogateBinary)
+			cmd.Env = append(os.Environ(), env...)
+			var err error
+			if out, err = cmd.CombinedOutput(); err != nil {
+				t.Fatalf("octogate login: %v\n%s", err, out)
+			}
+			cfg, err := clientcmd.LoadFromFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := cfg.Clusters["dev"]; c != nil || time.Now().After(deadline) {
+				break // the reloaded clusters file
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: path, Home: filepath.Join(dir, "home"), Env: env}, string(out)
+	}
+	contexts := func(t *testing.T, k cluster.Kubectl) string {
+		t.Helper()
+		res := kubectlRun(t, k, "config", "get-contexts", "-o", "name")
+		return strings.Join(strings.Fields(res.Stdout), ",")
+	}
+
+	alice, out := login(t, "login-alice", cluster.AliceToken)
+	if got := contexts(t, alice); got != "dev,kind,prod" {
+		t.Fatalf("alice's contexts %q, want dev,kind,prod\n%s", got, out)
+	}
+	if res := kubectlRun(t, alice, "config", "current-context"); strings.TrimSpace(res.Stdout) != "kind" {
+		t.Errorf("current context %q, want kind kept", res.Stdout)
+	}
+	res := kubectlRun(t, alice, "--context", "prod", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+	if res.ExitCode != 0 || res.Stdout != cluster.AliceUser {
+		t.Errorf("kubectl --context prod auth whoami as alice:\n%s", res)
+	}
+	bob, _ := login(t, "login-bob", cluster.BobToken)
+	if got := contexts(t, bob); got != "dev,kind" {
+		t.Errorf("bob's contexts %q, want dev,kind", got)
+	}
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/octogate/octogate/session"
+	"github.com/octogate/octogate/proxy"
 )
 
 // The proxy's ServiceAccount of charts/octogate/templates/proxy.yaml for the release
@@ -70,7 +70,7 @@ func TestChartProxyRBAC(t *testing.T) {
 
 	t.Run("the proxy's token impersonates a GitHub user with every extra key octogate sets", func(t *testing.T) {
 		extra := map[string][]string{}
-		for _, k := range session.ExtraKeys {
+		for _, k := range proxy.ImpersonatedExtraKeys() {
 			extra[k] = []string{"v-" + k}
 		}
 		review, err := asProxy(t, rest.ImpersonationConfig{UserName: "github:alice:1001", UID: "1001",

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -154,6 +155,22 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 	if !sa.Status.Authenticated {
 		t.Fatalf("alice's session on cluster-a: %v", sa)
 	}
+	// The answer names the session as kube-apiserver's JWT authenticator would, and is
+	// otherwise the GitHub token's.
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(sessionA, ".")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
+		t.Fatalf("session claims: %v", err)
+	}
+	if id := viaSession.Extra["authentication.kubernetes.io/credential-id"]; len(id) != 1 || id[0] != "JTI="+claims.JTI {
+		t.Errorf("the session's answer has credential-id %v, want JTI=%s", id, claims.JTI)
+	}
+	delete(viaSession.Extra, "authentication.kubernetes.io/credential-id")
 	if !reflect.DeepEqual(raw, viaSession) {
 		t.Errorf("the session gives %+v, the GitHub token %+v", viaSession, raw)
 	}
@@ -189,7 +206,10 @@ func TestSessionsExchangeVerifyRevoke(t *testing.T) {
 		time.Until(ec.Status.ExpirationTimestamp) > 5*time.Minute || time.Until(ec.Status.ExpirationTimestamp) < 4*time.Minute {
 		t.Fatalf("ExecCredential %s: %v", out, err)
 	}
-	if u, r := reviewUser(t, a, ec.Status.Token); !r.Status.Authenticated || !reflect.DeepEqual(u, raw) {
+	u, r := reviewUser(t, a, ec.Status.Token)
+	id := u.Extra["authentication.kubernetes.io/credential-id"]
+	delete(u.Extra, "authentication.kubernetes.io/credential-id")
+	if !r.Status.Authenticated || !reflect.DeepEqual(u, raw) || len(id) != 1 || !strings.HasPrefix(id[0], "JTI=") {
 		t.Errorf("the plugin's session on cluster-a: %v", r)
 	}
 
