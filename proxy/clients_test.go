@@ -79,7 +79,7 @@ func TestAClientOverItsRateOfNewTokensGets429(t *testing.T) {
 
 	t.Run("an untrusted peer's X-Forwarded-For is ignored", func(t *testing.T) {
 		srv := newClientsProxy(t, gh, nil)
-		codes, retryAfter := send(srv, 0, 5, "198.51.100.1")
+		codes, _ := send(srv, 0, 5, "198.51.100.1")
 		if codes[http.StatusUnauthorized] != 5 {
 			t.Fatalf("the first 5 unknown tokens: %v, want 401 from GitHub's refusal", codes)
 		}
@@ -87,7 +87,7 @@ func TestAClientOverItsRateOfNewTokensGets429(t *testing.T) {
 		if codes[http.StatusTooManyRequests] != 5 {
 			t.Fatalf("5 more with another X-Forwarded-For: %v, want 429: the peer is the client", codes)
 		}
-		_, retryAfter = send(srv, 10, 1, "")
+		_, retryAfter := send(srv, 10, 1, "")
 		if retryAfter == "" || retryAfter == "0" {
 			t.Errorf("Retry-After %q", retryAfter)
 		}

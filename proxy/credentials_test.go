@@ -78,7 +78,7 @@ func TestKubeAPIServerRefusingTheProxysCredentialsIs503NamingThem(t *testing.T) 
 	// confirmSpacing: the last one (the backend's 401) must be that old.
 	time.Sleep(confirmSpacing)
 	t.Run("the first request, an upgrade, is answered 503 in place of kube-apiserver's 401", func(t *testing.T) {
-		resp, _ := rawUpgrade(t, srv, "POST /api/v1/namespaces/team-a/pods/web/exec?command=sh HTTP/1.1\nHost: x\nAuthorization: Bearer alice-token\nConnection: Upgrade\nUpgrade: SPDY/3.1")
+		resp, _ := rawUpgrade(t, srv, "POST /api/v1/namespaces/team-a/pods/web/exec?command=sh HTTP/1.1\nHost: x\nAuthorization: Bearer alice-token\nConnection: Upgrade\nUpgrade: SPDY/3.1") //nolint:bodyclose // rawUpgrade closes it at cleanup
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "credentials of octogate's proxy") {
 			t.Errorf("got %d %q", resp.StatusCode, body)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
 // bearerProtocolPrefix starts the WebSocket subprotocol that carries a bearer token for a

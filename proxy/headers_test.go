@@ -133,7 +133,7 @@ Sec-WebSocket-Protocol: ` + aliceProtocol,
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.requests())
-			resp, _ := rawUpgrade(t, srv, tc.head)
+			resp, _ := rawUpgrade(t, srv, tc.head) //nolint:bodyclose // rawUpgrade closes it at cleanup
 			if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode != http.StatusOK {
 				t.Fatalf("answer %d", resp.StatusCode)
 			}
@@ -163,7 +163,7 @@ func TestImpersonationHeadersAreRefusedHoweverSpelled(t *testing.T) {
 	up := newUpstream(t)
 	srv := newTestProxy(t, up, Limits{})
 	for _, name := range []string{"impersonate-user", "IMPERSONATE-GROUP", "Impersonate_User", "impersonate_extra_scopes", "Impersonate-Uid"} {
-		resp, _ := rawUpgrade(t, srv, "GET /api/v1/pods HTTP/1.1\nHost: x\nAuthorization: Bearer bob-token\n"+name+": system:admin")
+		resp, _ := rawUpgrade(t, srv, "GET /api/v1/pods HTTP/1.1\nHost: x\nAuthorization: Bearer bob-token\n"+name+": system:admin") //nolint:bodyclose // rawUpgrade closes it at cleanup
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s: got %d, want 403", name, resp.StatusCode)
 		}
@@ -204,7 +204,7 @@ func TestAWebSocketsTokenSubprotocolAuthenticates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.requests())
-			resp, _ := rawUpgrade(t, srv, tc.head)
+			resp, _ := rawUpgrade(t, srv, tc.head) //nolint:bodyclose // rawUpgrade closes it at cleanup
 			if resp.StatusCode != tc.code {
 				t.Fatalf("got %d, want %d", resp.StatusCode, tc.code)
 			}

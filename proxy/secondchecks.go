@@ -326,7 +326,7 @@ func storedSigner(ctx context.Context, req checkRequest) (string, error) {
 	obj, err := decodeAs(stored, csrKind)
 	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 	if err != nil || !ok {
-		return "", apierrors.NewInternalError(fmt.Errorf("the stored CertificateSigningRequest does not decode (%v)", err))
+		return "", apierrors.NewInternalError(fmt.Errorf("the stored CertificateSigningRequest does not decode (%w)", err))
 	}
 	body, err := req.body()
 	if err != nil {

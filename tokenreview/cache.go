@@ -196,7 +196,7 @@ func (c *cache) refreshAhead(ctx context.Context, key [sha256.Size]byte, token s
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer func() { <-c.lookups }()
-		c.flight.Do(string(key[:]), func() (any, error) {
+		_, _, _ = c.flight.Do(string(key[:]), func() (any, error) { // the refresh stores its result in the cache itself
 			return c.lookup(ctx, key, token, e, c.now()), nil
 		})
 	}()

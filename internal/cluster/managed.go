@@ -242,7 +242,7 @@ func (m *Managed) WaitProxyRBAC(ctx context.Context, policy []byte) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the proxy's RBAC: bindings missing (%s; last error %v): %w", strings.Join(missing, ", "), err, ctx.Err())
+			return fmt.Errorf("the proxy's RBAC: bindings missing (%s; last error %w): %w", strings.Join(missing, ", "), err, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -384,7 +384,7 @@ func (d *diffSide) portForward(t *testing.T, k cluster.Kubectl, args []string) c
 		}
 		return res
 	}
-	err = cmd.Wait()
+	_ = cmd.Wait() // the exit code is read from ProcessState
 	res.Stderr = stderr.String()
 	res.ExitCode = cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {

@@ -54,7 +54,7 @@ func TestProxyBrowserStyleWebSocketExec(t *testing.T) {
 	}
 
 	t.Run("the token as a subprotocol runs the command as bob", func(t *testing.T) {
-		resp, br := websocketUpgrade(t, p, target.Host, path, "v5.channel.k8s.io, "+protocol(cluster.BobToken))
+		resp, br := websocketUpgrade(t, p, target.Host, path, "v5.channel.k8s.io, "+protocol(cluster.BobToken)) //nolint:bodyclose // websocketUpgrade closes it at cleanup
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			t.Fatalf("got %d %s", resp.StatusCode, b)
@@ -80,7 +80,7 @@ func TestProxyBrowserStyleWebSocketExec(t *testing.T) {
 		}
 	})
 	t.Run("a token GitHub does not know is 401", func(t *testing.T) {
-		resp, _ := websocketUpgrade(t, p, target.Host, path, "v5.channel.k8s.io, "+protocol("not-a-github-token"))
+		resp, _ := websocketUpgrade(t, p, target.Host, path, "v5.channel.k8s.io, "+protocol("not-a-github-token")) //nolint:bodyclose // websocketUpgrade closes it at cleanup
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("got %d, want 401", resp.StatusCode)
 		}
@@ -101,13 +101,14 @@ func websocketUpgrade(t *testing.T, p *proxyEnv, host, path, protocols string) (
 	t.Cleanup(func() { _ = conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	key := base64.StdEncoding.EncodeToString([]byte("octogate-e2e-key"))
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+	_, _ = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
 		path, host, key, protocols)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	return resp, br
 }
 
