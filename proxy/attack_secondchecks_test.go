@@ -31,3 +31,26 @@ func TestApplyWithDuplicateContentTypeParameterIsChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestBindCheckOfARoleRefWithoutAPIGroup: kube-apiserver defaults an empty roleRef.apiGroup to
+// rbac.authorization.k8s.io (SetDefaults_RoleBinding) before its bind check, which asks about
+// clusterroles in that group; the proxy must evaluate the same attributes, not bind in group "".
+func TestBindCheckOfARoleRefWithoutAPIGroup(t *testing.T) {
+	up := newStoredUpstream(t)
+	srv, authz := newChecksProxy(t, up)
+	for _, roleRef := range []string{`{"kind":"ClusterRole","name":"cluster-admin"}`, `{"apiGroup":"","kind":"ClusterRole","name":"cluster-admin"}`} {
+		t.Run(roleRef, func(t *testing.T) {
+			authz.take()
+			up.take()
+			resp, body := do(t, srv, http.MethodPost, rbacPath+"/namespaces/web-a/rolebindings", "bob-token",
+				http.Header{"Content-Type": {"application/json"}}, `{"metadata":{"name":"x"},"roleRef":`+roleRef+`}`)
+			t.Logf("evaluated %q", authz.take())
+			if w := up.take(); len(w) != 0 {
+				t.Errorf("a RoleBinding to cluster-admin without roleRef.apiGroup reached kube-apiserver: %q", w)
+			}
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("answer %d, want 403: %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
