@@ -55,7 +55,7 @@ func TestProxyApplyRaceMeetsTheBindCheck(t *testing.T) {
 	view := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: "web-a"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ci", Namespace: "web-a"}}}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for i := 0; i < 150 && time.Now().Before(deadline); i++ {
 		_ = p.admin.RbacV1().RoleBindings("web-a").Delete(ctx, "race", metav1.DeleteOptions{})
 		if _, err := p.admin.RbacV1().RoleBindings("web-a").Create(ctx, view, metav1.CreateOptions{}); err != nil {
