@@ -296,6 +296,22 @@ func TestSelfSubjectAccessReviewsAgreeWithThePolicy(t *testing.T) {
 	}
 }
 
+// TestSelfSubjectAccessReviewWithoutContentType: kube-apiserver decodes a body without
+// Content-Type as JSON, and would answer such a review with RBAC alone; the proxy answers it
+// with the policy as it answers one in JSON.
+func TestSelfSubjectAccessReviewWithoutContentType(t *testing.T) {
+	up := newUpstream(t)
+	srv := newTestProxy(t, up, Limits{})
+	resp, body := do(t, srv, http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "alice-token", nil,
+		`{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"verb":"get","namespace":"team-a","resource":"secrets"}}}`)
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(body, `"denied":true`) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("a review the policy denies, without Content-Type: got %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("a review the policy decides reached kube-apiserver (%d)", n)
+	}
+}
+
 func TestWatchEventsArriveAsTheyHappen(t *testing.T) {
 	up := newUpstream(t)
 	srv := newTestProxy(t, up, Limits{})

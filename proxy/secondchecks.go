@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
@@ -55,7 +56,7 @@ var EnforcedSecondChecks = []SecondCheck{
 	{
 		Request: "`create`, `update`, `patch` of `rolebindings`, `clusterrolebindings`",
 		Check:   "`bind` on `roles` or `clusterroles` (the roleRef's kind) named by the roleRef, in the binding's namespace (none for a ClusterRoleBinding), API group the roleRef's",
-		Note:    "the roleRef of the body for `create` and `update`; of the stored binding for `patch` (roleRef is immutable), or of the body when there is none (server-side apply creating it); also checked when an update changes only metadata, which kube-apiserver exempts",
+		Note:    "the roleRef of the body for `create` and `update`; for `patch`, of the stored binding (roleRef is immutable) and of the body whenever it decodes to a binding (a server-side apply creates a binding deleted meanwhile with it): both must pass; an empty roleRef `apiGroup` is `rbac.authorization.k8s.io`, as kube-apiserver defaults it, another is refused (`422`, as kube-apiserver's validation); also checked when an update changes only metadata, which kube-apiserver exempts",
 		Source:  "pkg/registry/rbac/escalation_check.go",
 	},
 	{
@@ -172,21 +173,25 @@ func secondChecks(ctx context.Context, req checkRequest) ([]check, error) {
 		a := withAttrs(req.base, "escalate", rbacGroup, info.Resource, "", info.Namespace, info.Name)
 		return []check{{alts: []subjectaccessreview.Attributes{a}, refuse: refuseAs(schema.GroupResource{Group: rbacGroup, Resource: info.Resource}, info.Name, a)}}, nil
 	case info.APIGroup == rbacGroup && (info.Resource == "rolebindings" || info.Resource == "clusterrolebindings") && info.Subresource == "" && writeVerbs[info.Verb]:
-		ref, ok, err := bindingRoleRef(ctx, req)
-		if err != nil || !ok {
+		refs, err := bindingRoleRefs(ctx, req)
+		if err != nil {
 			return nil, err
 		}
-		var res string
-		switch ref.Kind {
-		case "ClusterRole":
-			res = "clusterroles"
-		case "Role":
-			res = "roles"
-		default:
-			return nil, nil // kube-apiserver makes no bind check, and refuses the kind
+		var checks []check
+		for _, ref := range refs {
+			var res string
+			switch ref.Kind {
+			case "ClusterRole":
+				res = "clusterroles"
+			case "Role":
+				res = "roles"
+			default:
+				continue // kube-apiserver makes no bind check, and refuses the kind
+			}
+			a := withAttrs(req.base, "bind", ref.APIGroup, res, "", info.Namespace, ref.Name)
+			checks = append(checks, check{alts: []subjectaccessreview.Attributes{a}, refuse: refuseAs(schema.GroupResource{Group: rbacGroup, Resource: info.Resource}, info.Name, a)})
 		}
-		a := withAttrs(req.base, "bind", ref.APIGroup, res, "", info.Namespace, ref.Name)
-		return []check{{alts: []subjectaccessreview.Attributes{a}, refuse: refuseAs(schema.GroupResource{Group: rbacGroup, Resource: info.Resource}, info.Name, a)}}, nil
+		return checks, nil
 	case info.APIGroup == certsGroup && info.Resource == csrResource.Resource && (info.Verb == "update" || info.Verb == "patch") &&
 		(info.Subresource == "approval" || info.Subresource == "status"):
 		verb := "approve"
@@ -254,41 +259,82 @@ func decodeAs(body []byte, gvk schema.GroupVersionKind) (runtime.Object, error) 
 // bindingKinds are the kinds of the binding resources.
 var bindingKinds = map[string]string{"rolebindings": "RoleBinding", "clusterrolebindings": "ClusterRoleBinding"}
 
-// bindingRoleRef is the roleRef kube-apiserver's bind check will see: the body's for create
-// and update, the stored binding's for patch (roleRef is immutable: a patch that changes it
-// fails validation whatever the bind check says), the patch's own when there is no stored
-// binding (server-side apply creating one). ok is false when there is no roleRef to check (a
-// merge patch of a missing binding: kube-apiserver answers 404).
-func bindingRoleRef(ctx context.Context, req checkRequest) (ref rbacv1.RoleRef, ok bool, err error) {
+// bindingRoleRefs are the roleRefs kube-apiserver's bind check may see, each with its apiGroup
+// defaulted as kube-apiserver defaults it (boundRoleRef). For create and update: the body's.
+// For a patch: the stored binding's when there is one (roleRef is immutable: a patch that
+// changes it fails validation whatever the bind check says), and the body's whenever the body
+// decodes to a binding, since the binding may be gone by the time kube-apiserver applies the
+// patch, and a server-side apply then creates it with the body's roleRef. Both must pass. A
+// server-side apply whose body does not decode is refused (400); another patch's body (a JSON
+// patch, say) is not read for a roleRef, and without a stored binding kube-apiserver answers
+// it 404.
+func bindingRoleRefs(ctx context.Context, req checkRequest) ([]rbacv1.RoleRef, error) {
 	info := req.info
 	gvk := rbacv1.SchemeGroupVersion.WithKind(bindingKinds[info.Resource])
+	var refs []rbacv1.RoleRef
 	if info.Verb == "patch" {
 		code, stored, err := req.stored(ctx)
 		switch {
 		case err != nil:
-			return ref, false, err
+			return nil, err
 		case code == http.StatusOK:
 			ref, err := roleRefOf(stored, gvk)
 			if err != nil {
-				return ref, false, apierrors.NewInternalError(fmt.Errorf("the stored binding: %w", err))
+				return nil, apierrors.NewInternalError(fmt.Errorf("the stored binding: %w", err))
 			}
-			return ref, true, nil
+			refs = append(refs, boundRoleRef(ref))
 		case code != http.StatusNotFound:
-			return ref, false, unreadable(info, code)
-		}
-		if mt, _, _ := mime.ParseMediaType(req.header.Get("Content-Type")); !strings.HasPrefix(mt, "application/apply-patch") {
-			return ref, false, nil
+			return nil, unreadable(info, code)
 		}
 	}
 	body, err := req.body()
 	if err != nil {
-		return ref, false, bodyError(err)
+		return nil, bodyError(err)
 	}
-	ref, err = roleRefOf(body, gvk)
-	if err != nil {
-		return ref, false, apierrors.NewBadRequest("octogate's proxy cannot read the binding's roleRef: " + err.Error())
+	ref, err := roleRefOf(body, gvk)
+	switch {
+	case err == nil:
+	case info.Verb == "patch" && !isApply(patchType(req.header)):
+		return refs, nil
+	default:
+		return nil, apierrors.NewBadRequest("octogate's proxy cannot read the binding's roleRef: " + err.Error())
 	}
-	return ref, true, nil
+	ref = boundRoleRef(ref)
+	if ref.APIGroup != rbacGroup {
+		return nil, apierrors.NewInvalid(gvk.GroupKind(), info.Name, field.ErrorList{
+			field.NotSupported(field.NewPath("roleRef", "apiGroup"), ref.APIGroup, []string{rbacGroup}),
+		})
+	}
+	return append(refs, ref), nil
+}
+
+// boundRoleRef is ref as kube-apiserver's bind check sees it: an empty apiGroup defaulted to
+// rbac.authorization.k8s.io, as decoding a binding does (SetDefaults_RoleBinding and
+// SetDefaults_ClusterRoleBinding, k8s.io/kubernetes pkg/apis/rbac/v1/defaults.go). Another
+// apiGroup fails kube-apiserver's validation ("supported values: rbac.authorization.k8s.io",
+// pkg/apis/rbac/validation/validation.go), which the proxy answers itself.
+func boundRoleRef(ref rbacv1.RoleRef) rbacv1.RoleRef {
+	if ref.APIGroup == "" {
+		ref.APIGroup = rbacGroup
+	}
+	return ref
+}
+
+// patchType is the patch type kube-apiserver reads from a PATCH's Content-Type: the header up
+// to its first ";" (unless that is its first character), neither parsed nor folded to lower
+// case (k8s.io/apiserver/pkg/endpoints/handlers/patch.go, PatchResource). mime.ParseMediaType
+// would refuse some that kube-apiserver takes, such as "application/apply-patch+yaml; a=1; a=2".
+func patchType(h http.Header) types.PatchType {
+	ct := h.Get("Content-Type")
+	if i := strings.Index(ct, ";"); i > 0 {
+		ct = ct[:i]
+	}
+	return types.PatchType(ct)
+}
+
+// isApply reports whether pt is a server-side apply, which creates a missing object.
+func isApply(pt types.PatchType) bool {
+	return pt == types.ApplyYAMLPatchType || pt == types.ApplyCBORPatchType
 }
 
 // roleRefOf decodes a RoleBinding or ClusterRoleBinding (gvk unless the body names its kind)

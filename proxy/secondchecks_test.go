@@ -392,10 +392,12 @@ func FuzzSecondCheckDecoders(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"resourceVersion":"7"}}`))
 	f.Add([]byte("k8s\x00\x0a\x02"))
 	f.Add([]byte(`[{"op":"replace","path":"/roleRef/name","value":"x"}]`))
+	f.Add([]byte("roleRef: {apiGroup: \"\", kind: ClusterRole, name: cluster-admin}\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
 			_, _ = roleRefOf(body, rbacv1.SchemeGroupVersion.WithKind(kind))
 		}
 		_ = bodyResourceVersion(body)
+		_ = patchType(http.Header{"Content-Type": {string(body)}})
 	})
 }

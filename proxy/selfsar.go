@@ -26,13 +26,14 @@ func isSelfSubjectAccessReview(info *request.RequestInfo) bool {
 		info.APIVersion == "v1" && info.Resource == "selfsubjectaccessreviews" && info.Subresource == ""
 }
 
-// answerSelfSubjectAccessReview answers a JSON SelfSubjectAccessReview (kubectl auth can-i)
+// answerSelfSubjectAccessReview answers a SelfSubjectAccessReview in JSON (also when it has no
+// Content-Type, which kube-apiserver reads as JSON), YAML or protobuf (kubectl auth can-i)
 // with the proxy's decision when the policy or the owner rules decide it, as kube-apiserver
 // answers one with its authorizer chain in webhook mode: allowed, or denied, with the rule's
 // reason. It reports whether it answered; when it did not (no opinion, or a body it does not
 // read), r's body is whole again and the review goes to kube-apiserver, whose RBAC answers.
 func (p *Proxy) answerSelfSubjectAccessReview(w http.ResponseWriter, r *http.Request, u *user.DefaultInfo, id tokenreview.Identity) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, _, err := mime.ParseMediaType(reviewContentType(r.Header))
 	if err != nil {
 		return false
 	}
@@ -73,6 +74,17 @@ func (p *Proxy) answerSelfSubjectAccessReview(w http.ResponseWriter, r *http.Req
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(out.Bytes())
 	return true
+}
+
+// reviewContentType is the media type kube-apiserver decodes a created object's body as: the
+// Content-Type, or its first serializer's, JSON, when there is none
+// (k8s.io/apiserver/pkg/endpoints/handlers/negotiation, NegotiateInputSerializerForMediaType,
+// which then parses it with mime.ParseMediaType, as the proxy does).
+func reviewContentType(h http.Header) string {
+	if ct := h.Get("Content-Type"); ct != "" {
+		return ct
+	}
+	return runtime.ContentTypeJSON
 }
 
 var selfReviewGVK = authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview")
