@@ -44,6 +44,9 @@ func TestClusterListFloodLeavesAuthenticateItsNewTokens(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		codes[rec.Code]++
+		if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After: %s", rec.Body)
+		}
 	}
 	if codes[http.StatusTooManyRequests] == 0 {
 		t.Errorf("20 unknown tokens from one address at the cluster list: answers %v, want 429 beyond the client's rate", codes)
