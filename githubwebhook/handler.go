@@ -299,16 +299,34 @@ func (h *Handler) verify(r *http.Request, body []byte) ([]byte, int, string) {
 	// github.ValidatePayloadFromBody reads it (without computing the HMAC a second time).
 	payload := body
 	if ct == MediaTypeForm {
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil, http.StatusBadRequest, "the payload could not be read: " + err.Error()
+		var msg string
+		if payload, msg = formPayload(body); msg != "" {
+			return nil, http.StatusBadRequest, msg
 		}
-		payload = []byte(form.Get("payload"))
-	}
-	if ct == MediaTypeForm && len(payload) == 0 {
-		return nil, http.StatusBadRequest, "a form-encoded delivery carries its JSON in the field payload, and this one has none"
 	}
 	return payload, 0, ""
+}
+
+// formPayload is the JSON of a form-encoded delivery, or why body is not one. GitHub sends
+// the JSON payload "as a form parameter called payload"
+// (https://docs.github.com/webhooks/using-webhooks/creating-webhooks): the body is
+// payload=<URL-encoded JSON> and nothing else. Any other field, or a second payload, is
+// refused: the signature covers the body but not its Content-Type, so a signed JSON delivery
+// re-sent as a form would otherwise have text a member wrote in it (a team's description
+// holding "&payload=...") read as the event.
+func formPayload(body []byte) ([]byte, string) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, "the payload could not be read: " + err.Error()
+	}
+	values, ok := form["payload"]
+	if len(form) != 1 || !ok || len(values) != 1 {
+		return nil, "a form-encoded delivery from GitHub is the single field payload holding the JSON, and this one is not"
+	}
+	if values[0] == "" {
+		return nil, "a form-encoded delivery carries its JSON in the field payload, and this one has none"
+	}
+	return []byte(values[0]), ""
 }
 
 // resultStaleRemoval is a member_removed that evicted and orphaned nothing: its payload was

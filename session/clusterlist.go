@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/octogate/octogate/fleet"
+	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/tokenreview"
 	"github.com/octogate/octogate/webhooks/door"
 )
@@ -55,10 +56,14 @@ type ClusterLister interface {
 // OIDC token when the issuer takes them. The answer is a ClusterList (Cache-Control:
 // no-store). A refused or missing token is 401 with WWW-Authenticate: Bearer and
 // {"error":"invalid_token","error_description":"[reason] ..."} (RFC 6750 section 3.1); a
-// lookup that cannot answer now is 503 with Retry-After: 1.
+// lookup that cannot answer now is 503 with Retry-After: 1. It is a public door like the token
+// exchange: a token octogate has not seen before counts against the client address's rate and
+// the public doors' rate (tokenreview.FromClient), never against /authenticate's, and beyond
+// them is 429 with Retry-After and {"error":"temporarily_unavailable"} (RFC 6585 section 4).
 type ClustersHandler struct {
 	x        *Exchanger
 	clusters ClusterLister
+	clients  clientaddr.Resolver
 	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
 	revoked func(uid string, issuedAt time.Time) bool
 
@@ -74,6 +79,12 @@ type ClustersOption func(*ClustersHandler)
 // user was revoked since they were issued (tokenreview.Handler.RevokedSince).
 func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersOption {
 	return func(h *ClustersHandler) { h.revoked = revoked }
+}
+
+// ClustersClientAddr makes r find the client address whose rate of new tokens a lookup counts
+// against (tokenreview.FromClient); without it, the connection's peer.
+func ClustersClientAddr(r clientaddr.Resolver) ClustersOption {
+	return func(h *ClustersHandler) { h.clients = r }
 }
 
 // NewClustersHandler lists clusters of clusters to the people x's lookups identify.
@@ -166,9 +177,15 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id, err := lookup.Lookup(r.Context(), token)
+	id, err := lookup.Lookup(tokenreview.FromClient(r.Context(), h.clients.Addr(r)), token)
+	var throttled *tokenreview.ThrottledError
 	switch {
 	case err == nil:
+	case errors.As(err, &throttled):
+		door.Record(r.Context(), door.Outcome{Decision: "throttled", Reason: err.Error()})
+		w.Header().Set("Retry-After", throttled.RetryAfterSeconds())
+		writeJSON(w, http.StatusTooManyRequests, bearerError{Code: ErrTemporarilyUnavailable, Description: lookupError(err).Description})
+		return
 	case errors.Is(err, tokenreview.ErrRefused):
 		unauthorized(tokenreview.Reason(err), strings.TrimPrefix(strings.TrimPrefix(err.Error(), "["+tokenreview.Reason(err)+"]"), " "))
 		return

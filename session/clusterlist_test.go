@@ -124,10 +124,14 @@ func TestClusterListTakesASessionOfThisIssuer(t *testing.T) {
 	if oerr != nil {
 		t.Fatal(oerr)
 	}
+	githubCalls := e.github.calls
 	rec := getClusters(h, "Bearer "+resp.AccessToken)
 	var list ClusterList
 	if err := json.Unmarshal(rec.Body.Bytes(), &list); rec.Code != 200 || err != nil || list.User != alice.Username || len(list.Clusters) != 2 {
 		t.Fatalf("alice's staging session: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if n := e.github.calls - githubCalls; n != 0 {
+		t.Errorf("a session at the cluster list made %d GitHub lookups, want none (the issuer's keys verify it)", n)
 	}
 	if rec := getClusters(NewClustersHandler(e.x, store), "Bearer "+resp.AccessToken); rec.Code != 401 {
 		t.Errorf("without AcceptSessions a session is refused: HTTP %d %s", rec.Code, rec.Body)

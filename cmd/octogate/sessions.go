@@ -100,7 +100,8 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
-	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters, session.AcceptSessions(authn.RevokedSince)))
+	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters,
+		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince)))
 	log.Info("issuing sessions", "issuer", x.Issuer(), "clusters", clusters.Names(), "ttl", cfg.SessionTTL,
 		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
 	return clusters.Run, nil
