@@ -1,8 +1,6 @@
 package session
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -102,8 +100,8 @@ func (h *ClustersHandler) sessionLookup(token string) (tokenreview.Lookup, bool)
 	if h.revoked == nil {
 		return nil, false
 	}
-	aud, ok := unverifiedAudience(token)
-	if !ok || !h.x.targets.Serves(aud) {
+	_, aud, ok := unverifiedClaims(token)
+	if !ok || aud == "" || !h.x.targets.Serves(aud) {
 		return nil, false
 	}
 	h.mu.Lock()
@@ -117,25 +115,6 @@ func (h *ClustersHandler) sessionLookup(token string) (tokenreview.Lookup, bool)
 	}
 	h.verifiers[aud] = v
 	return v, true
-}
-
-// unverifiedAudience reads a single-string aud from a JWT's payload without checking anything.
-func unverifiedAudience(token string) (string, bool) {
-	parts := strings.SplitN(token, ".", 4)
-	if len(parts) != 3 {
-		return "", false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return "", false
-	}
-	var c struct {
-		Audience string `json:"aud"`
-	}
-	if json.Unmarshal(payload, &c) != nil || c.Audience == "" {
-		return "", false
-	}
-	return c.Audience, true
 }
 
 // bearerError is an RFC 6750 error answer.
@@ -163,7 +142,7 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	lookup := h.x.github
 	if tokenreview.LooksLikeJWT(token) {
-		iss, _ := unverifiedIssuer(token)
+		iss, _, _ := unverifiedClaims(token)
 		switch sessions, ok := h.sessionLookup(token); {
 		case iss == h.x.issuer && ok:
 			lookup = sessions

@@ -196,7 +196,7 @@ func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha2
 		}
 		return s.id, tokenreview.CredentialSession, nil
 	}
-	iss, ok := unverifiedIssuer(token)
+	iss, _, ok := unverifiedClaims(token)
 	if !ok || iss != v.issuer {
 		if v.next != nil {
 			id, err := v.lookupNext(ctx, token, key)
@@ -323,24 +323,30 @@ func revokedError(user string, iat time.Time) *Error {
 		clip(user), iat.UTC().Format(time.RFC3339))
 }
 
-// unverifiedIssuer reads iss from a JWT's payload without checking anything else; ok is false
-// when the payload does not decode.
-func unverifiedIssuer(token string) (string, bool) {
+// unverifiedClaims reads iss and a single-string aud from a JWT's payload without checking
+// anything: they only pick the keys or the verifier to check the token with. ok is false when
+// the token has not three parts or its payload does not decode; aud is "" when it is absent or
+// not one string (RFC 7519 section 4.1.3 allows an array).
+func unverifiedClaims(token string) (iss, aud string, ok bool) {
 	parts := strings.SplitN(token, ".", 4)
 	if len(parts) != 3 {
-		return "", false
+		return "", "", false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	var c struct {
-		Issuer string `json:"iss"`
+		Issuer   string          `json:"iss"`
+		Audience json.RawMessage `json:"aud"`
 	}
 	if err := json.NewDecoder(bytes.NewReader(payload)).Decode(&c); err != nil {
-		return "", false
+		return "", "", false
 	}
-	return c.Issuer, true
+	if json.Unmarshal(c.Audience, &aud) != nil {
+		aud = ""
+	}
+	return c.Issuer, aud, true
 }
 
 func httpClient(caFile string, timeout time.Duration) (*http.Client, error) {

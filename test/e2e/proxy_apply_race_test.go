@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,13 +21,7 @@ import (
 // delete bindings in web-a and bind view, not cluster-admin: he must not get a RoleBinding to
 // cluster-admin by racing an apply against a delete.
 func TestProxyApplyRaceMeetsTheBindCheck(t *testing.T) {
-	e := requireEnv(t)
-	p := startProxyEnvPolicy(t, e, secondChecksPolicy)
-	ctx := context.Background()
-	if _, err := p.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web-a"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitProxyRBAC(ctx, t, p.admin, secondChecksPolicy)
+	p, ctx := startWebAProxy(t)
 	const path = "/apis/rbac.authorization.k8s.io/v1/namespaces/web-a/rolebindings/race"
 	send := func(method, contentType, body string) int {
 		req, err := http.NewRequest(method, p.m.ProxyURL+path+"?fieldManager=bob", strings.NewReader(body))

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/octogate/octogate/internal/cluster"
@@ -18,13 +16,7 @@ import (
 // the proxy, bob (Deny of bind on cluster-admin in rbac.authorization.k8s.io above an Allow of
 // everything in web-*) must not bind cluster-admin by leaving the roleRef's apiGroup out.
 func TestProxyBindCheckOfARoleRefWithoutAPIGroup(t *testing.T) {
-	e := requireEnv(t)
-	p := startProxyEnvPolicy(t, e, secondChecksPolicy)
-	ctx := context.Background()
-	if _, err := p.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web-a"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitProxyRBAC(ctx, t, p.admin, secondChecksPolicy)
+	p, ctx := startWebAProxy(t)
 	for _, c := range []struct{ name, roleRef string }{
 		{"with-group", `{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"}`},
 		{"no-group", `{"kind":"ClusterRole","name":"cluster-admin"}`},

@@ -255,3 +255,15 @@ func csrPEM(t *testing.T, cn string) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
+
+// startWebAProxy is a proxy with secondChecksPolicy and namespace web-a, its RBAC kept.
+func startWebAProxy(t *testing.T) (*proxyEnv, context.Context) {
+	t.Helper()
+	p := startProxyEnvPolicy(t, requireEnv(t), secondChecksPolicy)
+	ctx := context.Background()
+	if _, err := p.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitProxyRBAC(ctx, t, p.admin, secondChecksPolicy)
+	return p, ctx
+}
