@@ -46,7 +46,11 @@ func main() {
 	octogate := flags.String("octogate", "", "use this octogate binary instead of building ./cmd/octogate")
 	_ = flags.Parse(os.Args[1:])
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal stops the demo and what it started. SIGPIPE is ignored so
+	// that a reader of its output that went away (make demo | tee, Ctrl-C) turns writes into
+	// errors instead of killing the demo before it stops its clusters.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, *dir, *port, *keep, *octogate); err != nil {
 		fmt.Fprintln(os.Stderr, "octogate-demo:", err)
@@ -166,7 +170,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	var managed *cluster.Managed
 	var managedErr error
 	if standin != nil {
-		step("starting a second, managed-like cluster (RBAC only, no octogate webhook) behind octogate's proxy")
+		step("starting a second, managed-like cluster (RBAC only, no octogate authentication or authorization webhook) behind octogate's proxy")
 		go func() {
 			defer close(managedDone)
 			managed, managedErr = startManaged(startCtx, cfg, filepath.Join(work, "managed"))
@@ -344,7 +348,7 @@ rules:
 }
 
 // startManaged starts the cluster of the proxy-* contexts in work: set up like a managed one
-// (kube-apiserver with the Node and RBAC authorizers only, no octogate webhook), with cfg's
+// (kube-apiserver with the Node and RBAC authorizers only, no octogate authentication or authorization webhook), with cfg's
 // GitHub, orgs, policy and namespace templates, octogate's proxy in front, and the proxy's RBAC
 // on (OCTOGATE_PROXY_RBAC): what a request through the proxy may do there is what RBAC grants
 // the user and the octogate:rule group the proxy adds. It returns once every rule's group is

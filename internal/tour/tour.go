@@ -223,7 +223,8 @@ func Proxy() string {
 	return `
 The impersonating proxy (docs/managed-clusters.md), in the first shell: contexts proxy-alice and
 proxy-bob talk to octogate's proxy in front of a second cluster set up as a managed one (EKS,
-GKE, AKS): its kube-apiserver has RBAC only, no octogate webhook. The proxy authenticates and
+GKE, AKS): its kube-apiserver has RBAC only, no octogate authentication or authorization
+webhook (the namespace admission webhooks are API objects there). The proxy authenticates and
 decides as the webhooks do, then forwards as its ServiceAccount with Impersonate-User, and with
 the group octogate:rule:NAME when rule NAME allowed; octogate's controller binds that group to
 what the rule allows (OCTOGATE_PROXY_RBAC). proxy-admin is that cluster's admin.
