@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/octogate/octogate/internal/githubapi"
 )
@@ -73,11 +78,41 @@ func TestReplayedRemovalOrphansOnce(t *testing.T) {
 	}
 }
 
+// optimisticClientset is a fake clientset whose ConfigMap writes are compare-and-swaps on
+// resourceVersion, as kube-apiserver's are: the fake's tracker keeps no resourceVersion, so
+// without this two replicas' concurrent updates would both succeed. The fake runs its reactors
+// under one lock, so each check and its write happen at once.
+func optimisticClientset() *fake.Clientset {
+	client := fake.NewClientset()
+	version := 0
+	next := func(obj runtime.Object) {
+		version++
+		obj.(*corev1.ConfigMap).ResourceVersion = strconv.Itoa(version)
+	}
+	client.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		next(a.(k8stesting.CreateAction).GetObject())
+		return false, nil, nil // the tracker stores it
+	})
+	client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap)
+		stored, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("configmaps"), cm.Namespace, cm.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if stored.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+			return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, errors.New("the object has been modified"))
+		}
+		next(cm)
+		return false, nil, nil
+	})
+	return client
+}
+
 // TestReplayIsRecognisedOnEveryReplica: two replicas sharing a ConfigMap (ConfigMapRemovals);
 // a payload one of them acted on orphans nothing at the other, and the same payload sent to
 // both at once orphans once.
 func TestReplayIsRecognisedOnEveryReplica(t *testing.T) {
-	client := fake.NewClientset()
+	client := optimisticClientset()
 	shared := func() Removals { return &ConfigMapRemovals{Client: client, Namespace: "octogate-system"} }
 	a, b := newReplayEnv(t, nil, shared()), newReplayEnv(t, nil, shared())
 	if status, ans := a.deliver(t, githubapi.Delivery{Event: "organization", Payload: removal}, secret); status != 200 || len(a.orph.calls) != 1 {
