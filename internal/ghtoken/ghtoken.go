@@ -5,7 +5,8 @@
 // (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/),
 // checked against public verifiers (Samsung/CredSweeper credsweeper/filters/value_github_check.py
 // computes binascii.crc32 of token[4:-6] and compares it with the base62 decoding of
-// token[-6:]) and against the published example 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.
+// token[-6:]) and against the example token of that post. The tests pin it with CRC32's
+// standard check value (the CRC32 of "123456789" is 0xCBF43926, base62 "3jZRME").
 //
 // Fine-grained tokens (github_pat_<22>_<59>) are not covered: GitHub has not published
 // whether, or how, they carry a checksum.

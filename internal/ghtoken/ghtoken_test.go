@@ -11,12 +11,12 @@ func TestValid(t *testing.T) {
 		token string
 		want  bool
 	}{
-		// The example of https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/
-		// readers verified: ghp_ + 30 random characters + 6 of checksum.
-		{"GitHub's published example", "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", true},
-		{"one random character changed", "ghp_zQWBuTSOoRi4A9spHcVY5ncnsDkxkK0mLq17", false},
-		{"one checksum character changed", "ghp_zQWBuTSOoRi4A9spHcVY5ncnsDkxkJ0mLq18", false},
-		{"the same body under another prefix", "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", true},
+		// CRC32 (IEEE)'s standard check value: crc32("123456789") = 0xCBF43926 = 3421780262,
+		// which is "3jZRME" in base62 over 0-9A-Za-z; computed apart from this package.
+		{"the CRC32 check value", "ghp_123456789" + "3jZRME", true},
+		{"one body character changed", "ghp_123456780" + "3jZRME", false},
+		{"one checksum character changed", "ghp_123456789" + "3jZRMF", false},
+		{"the same body under another prefix", "gho_123456789" + "3jZRME", true},
 		{"minted", Mint("gho_alice"), true},
 		{"minted ghu_", Mint("ghu_" + "0123456789abcdefghijABCDEFGHIJ"), true},
 		{"checksum only", "gho_000000", false},
@@ -47,7 +47,7 @@ func TestValidAllocatesNothing(t *testing.T) {
 }
 
 func TestCRCIsIEEE(t *testing.T) {
-	for _, s := range []string{"", "a", "zQWBuTSOoRi4A9spHcVY5ncnsDkxkJ", "demo_octocat"} {
+	for _, s := range []string{"", "a", "0123456789abcdefghijABCDEFGHIJ", "demo_octocat"} {
 		if got, want := crc(s), crc32.ChecksumIEEE([]byte(s)); got != want {
 			t.Errorf("crc(%q) = %x, want %x", s, got, want)
 		}
@@ -57,7 +57,7 @@ func TestCRCIsIEEE(t *testing.T) {
 // FuzzValid: Valid never panics, a minted token is valid, and changing its last character
 // makes it invalid.
 func FuzzValid(f *testing.F) {
-	for _, s := range []string{"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", "gho_", "gho_x", "ghs_1_a.b.c", "github_pat_x", "", "\xff"} {
+	for _, s := range []string{"ghp_1234567893jZRME", "gho_", "gho_x", "ghs_1_a.b.c", "github_pat_x", "", "\xff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
