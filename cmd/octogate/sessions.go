@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,9 +71,47 @@ func sameIssuer(a, b string) bool {
 	return trim(a) == trim(b)
 }
 
-// mountIssuer mounts the issuer's public routes (token exchange, discovery, JWKS) when this
-// process issues sessions. The token endpoint has /authenticate's body limit and its own
-// in-flight budget, and needs no client certificate: kubectl's credential plugin calls it.
+// issuerSessionRevoker is what logout (POST <issuer>/oauth2/revoke) revokes with. Until the
+// issuer has a revocation store that its clusters' verifiers follow, it is localRevoker: this
+// process's own refusal only.
+func issuerSessionRevoker(cfg serveConfig, authn *tokenreview.Handler, log *slog.Logger) session.SessionRevoker {
+	own := ""
+	if sameIssuer(cfg.SessionIssuer, cfg.SessionTrustIssuer) {
+		own = cfg.SessionAudience
+	}
+	return localRevoker{authn: authn, own: own, log: log}
+}
+
+// localRevoker revokes sessions where this process verifies them: a logout of every cluster,
+// or of the cluster this process verifies the issuer's sessions for (own: its
+// OCTOGATE_SESSION_AUDIENCE when it trusts itself), revokes the user here
+// (tokenreview.Handler.EvictUser), so its /authenticate refuses the sessions issued until
+// then, as after an org webhook. A cluster verified by another process is not told; its
+// sessions end at their exp.
+type localRevoker struct {
+	authn *tokenreview.Handler
+	own   string
+	log   *slog.Logger
+}
+
+func (l localRevoker) RevokeSessions(_ context.Context, uid string, clusters []string, at time.Time) error {
+	if len(clusters) == 0 || (l.own != "" && slices.Contains(clusters, l.own)) {
+		l.authn.EvictUser(uid, at)
+	}
+	others := slices.DeleteFunc(slices.Clone(clusters), func(c string) bool { return c == l.own })
+	switch {
+	case len(clusters) == 0:
+		l.log.Warn("logout: clusters verified by another process keep the sessions until their exp", "uid", uid, "clusters", "every cluster but "+l.own)
+	case len(others) > 0:
+		l.log.Warn("logout: clusters verified by another process keep the sessions until their exp", "uid", uid, "clusters", others)
+	}
+	return nil
+}
+
+// mountIssuer mounts the issuer's public routes (token exchange, discovery, JWKS, cluster
+// list, logout) when this process issues sessions. The token endpoint has /authenticate's body
+// limit and its own in-flight budget, and needs no client certificate: kubectl's credential
+// plugin calls it; logout has the same limit and needs none either.
 // run reloads the clusters file until ctx is done (nil when this process issues no sessions).
 func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, actions *actionsoidc.Verifier,
 	auditLog *audit.Writer, reg prometheus.Registerer, log *slog.Logger) (run func(context.Context) error, err error) {
@@ -102,6 +141,13 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
 	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters,
 		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince)))
+	logout, err := session.NewRevokeHandler(x, issuerSessionRevoker(cfg, authn, log), authn.RevokedSince,
+		session.RevokeClientAddr(clientAddrs(cfg)), session.WithRevokeAudit(auditLog))
+	if err != nil {
+		return nil, err
+	}
+	server.Handle(session.RevokeRoute(cfg.SessionIssuer), "session-revoke", logout, webhooks.WithoutClientCert(),
+		webhooks.WithMaxBodyBytes(logout.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	log.Info("issuing sessions", "issuer", x.Issuer(), "clusters", clusters.Names(), "ttl", cfg.SessionTTL,
 		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
 	return clusters.Run, nil
