@@ -279,7 +279,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, log
 			p.save(path, *c)
 			return c.token(now, SourceCache), nil
 		}
-		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed); logging in again\n")
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed)%s\n", loggingIn(login))
 		c.AccessToken = ""
 	}
 	if c != nil && c.refreshable(now) {
@@ -289,7 +289,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, log
 			p.save(path, p.toCache(tok, now))
 			return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceRefresh}, nil
 		case errors.Is(err, errBadRefreshToken):
-			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used); logging in again\n")
+			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used)%s\n", loggingIn(login))
 		default:
 			return Token{}, err
 		}
@@ -303,6 +303,13 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, log
 	}
 	p.save(path, p.toCache(tok, now))
 	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: src}, nil
+}
+
+func loggingIn(login bool) string {
+	if login {
+		return "; logging in again"
+	}
+	return ""
 }
 
 // login runs the browser flow or the device flow, as Config.Flow says.
