@@ -22,7 +22,9 @@ import (
 // alone). Her session file, copied back as a stolen copy would be, no longer works: the
 // issuer's /authenticate answers [session_revoked] for it at once, kubectl is refused once
 // kube-apiserver's caches of its last success run out (--authentication-token-webhook-cache-ttl
-// 1 s here, and the 10 s kube-apiserver keeps every success whatever that says: DESIGN.md),
+// 1 s here, and the 10 s kube-apiserver keeps every success whatever that says: DESIGN.md;
+// kubernetes pkg/kubeapiserver/authenticator/config.go wraps every token authenticator in
+// tokencache.New(tokenAuth, true, 10*time.Second, 0)),
 // and the audit file has one session.logout.
 func TestFleetLogoutEndsTheSessionAtTheIssuer(t *testing.T) {
 	e := requireEnv(t)
