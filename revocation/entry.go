@@ -135,9 +135,15 @@ func parseKey(k string) (Revocation, bool) {
 		r = Revocation{Team: org + "/" + slug}
 	case "sessions":
 		uid, cluster, _ := strings.Cut(rest, ".")
+		if cluster == "" {
+			return Revocation{}, false
+		}
 		r = Revocation{UserID: uid, Cluster: cluster}
 	case "left":
 		org, uid, _ := strings.Cut(rest, ".")
+		if org == "" {
+			return Revocation{}, false
+		}
 		r = Revocation{UserID: uid, LeftOrg: org}
 	default:
 		return Revocation{}, false
