@@ -17,7 +17,7 @@ import (
 // timingEvictor reports when its receiver evicted each user.
 type timingEvictor struct{ applied chan<- time.Time }
 
-func (e timingEvictor) EvictUser(string, time.Time) int { e.applied <- time.Now(); return 0 }
+func (e timingEvictor) EvictUser(string, time.Time) int  { e.applied <- time.Now(); return 0 }
 func (e timingEvictor) EvictGroup(string, time.Time) int { return 0 }
 
 // BenchmarkFeedFanOut100 is one issuer and 100 receivers long-polling it over loopback TLS in
@@ -115,8 +115,8 @@ func BenchmarkFeedPoll(b *testing.B) {
 		req := httptest.NewRequest(http.MethodPost, PollPath, bytes.NewReader(body))
 		w := httptest.NewRecorder()
 		ti.feed.ServeHTTP(w, req)
-		if w.Code != 200 || bytes.Count(w.Body.Bytes(), []byte(`eyJ`)) != 1 {
-			b.Fatalf("%d, %d SETs, want 200 and 1", w.Code, bytes.Count(w.Body.Bytes(), []byte(`eyJ`)))
+		if w.Code != 200 || bytes.Count(w.Body.Bytes(), []byte(`":"eyJ`)) != 1 {
+			b.Fatalf("%d, %d SETs, want 200 and 1", w.Code, bytes.Count(w.Body.Bytes(), []byte(`":"eyJ`)))
 		}
 	}
 }
