@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/revocation"
 	"github.com/octogate/octogate/tokenreview"
 )
 
-// TestIssuerRevokerRefusesItsOwnClustersSessions: until the issuer has a revocation store its
-// clusters follow, a logout of every cluster, or of the cluster this issuer verifies itself,
-// makes its /authenticate refuse the sessions issued until then; a logout of another cluster
-// does not touch this cluster's.
+// TestIssuerRevokerRefusesItsOwnClustersSessions: on the issuer's revocation store (what
+// logout revokes with), a logout of every cluster, or of the cluster this issuer verifies
+// itself, makes its /authenticate refuse the sessions issued until then; a logout of another
+// cluster does not touch this cluster's (that cluster's verifier hears of it on the feed).
 func TestIssuerRevokerRefusesItsOwnClustersSessions(t *testing.T) {
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
@@ -36,8 +37,11 @@ func TestIssuerRevokerRefusesItsOwnClustersSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := serveConfig{SessionIssuer: "https://issuer.example.com", SessionTrustIssuer: tc.trustIssuer, SessionAudience: "prod"}
-			r := issuerSessionRevoker(cfg, authn, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err := r.RevokeSessions(context.Background(), "1001", tc.clusters, time.Now()); err != nil {
+			rv, err := newRevocations(cfg, authn, revocation.NewTeams("github:", time.Hour), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rv.sessions.RevokeSessions(context.Background(), "1001", tc.clusters, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if got := authn.RevokedSince("1001", iat); got != tc.refused {
