@@ -41,10 +41,11 @@
 // four clusters (prod only for the sre team), -login-storm-concurrency at a time, with the
 // GitHub stand-in answering after -github-latency. Each does what `octogate login` and then
 // kubectl's credential plugin send: GET <issuer>/clusters with the GitHub token, then one token
-// exchange per cluster listed, each on a new TLS connection from an address of its own. Its
-// line is `RESULT name=login-storm people=<n> ... exchanges_per_s=<r> p50_ms=<x> p99_ms=<y>
-// ... github_calls_per_person=<c> github_lookups_per_person=<l> ... shed=<s> failed=<f>`; more
-// than one GitHub lookup for a person is a PROBLEM.
+// exchange per cluster listed, each on a new TLS connection (-login-storm-keepalive: one per
+// person) from an address of its own. Its line is `RESULT name=login-storm people=<n> ...
+// exchanges_per_s=<r> p50_ms=<x> p99_ms=<y> ... github_calls_per_person=<c>
+// github_lookups_per_person=<l> ... shed=<s> failed=<f>`; more than one GitHub lookup for a
+// person is a PROBLEM.
 //
 // In the first part the load generator shares the process with the server, as kube-apiserver
 // would not: absolute requests/s are a floor, and ratios are those of whole requests (client

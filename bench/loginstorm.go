@@ -141,23 +141,32 @@ func loginStorm(ctx context.Context, e *env, o options) (result string, problems
 		defer mu.Unlock()
 		fn()
 	}
-	// One request on a new connection; the latency includes the TLS handshake, as a plugin
-	// run's does. An answer the issuer sheds (503 saturated, 429 throttled, with Retry-After)
-	// is sent again after Retry-After, as the person would run the command again, at most
-	// stormAttempts times; the latency is the last attempt's, the sheds are counted.
-	send := func(req []byte) (status int, body []byte, lat time.Duration, err error) {
+	// One request, on a new connection unless keep is given (-login-storm-keepalive: a
+	// person's requests on one connection); the latency includes the TLS handshake of a new
+	// connection, as a plugin run's does. An answer the issuer sheds (503 saturated, 429
+	// throttled, with Retry-After) is sent again after Retry-After, as the person would run the
+	// command again, at most stormAttempts times; the latency is the last attempt's, the sheds
+	// are counted.
+	send := func(keep *client, req []byte) (status int, body []byte, lat time.Duration, err error) {
 		for attempt := 1; ; attempt++ {
-			c := newClient(serve.addr, clientTLS)
+			c := keep
+			if c == nil {
+				c = newClient(serve.addr, clientTLS)
+			}
 			t0 := time.Now()
 			var h http.Header
-			if err = c.dial(); err != nil {
-				return 0, nil, 0, err
+			if c.conn == nil {
+				if err = c.dial(); err != nil {
+					return 0, nil, 0, err
+				}
 			}
 			_ = c.conn.SetDeadline(t0.Add(stormRequestTimeout))
 			status, body, h, err = c.do(req)
 			lat = time.Since(t0)
 			body = bytes.Clone(body)
-			c.close()
+			if keep == nil {
+				c.close()
+			}
 			retry, perr := strconv.Atoi(h.Get("Retry-After"))
 			if err != nil || (status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests) || perr != nil ||
 				attempt == stormAttempts || time.Now().After(deadline) {
@@ -183,8 +192,13 @@ func loginStorm(ctx context.Context, e *env, o options) (result string, problems
 		})
 	}
 	person := func(p stormPerson) {
+		var keep *client
+		if o.stormKeepAlive {
+			keep = newClient(serve.addr, clientTLS)
+			defer keep.close()
+		}
 		t0 := time.Now()
-		status, body, lat, err := send(getRequest(serve.addr, clustersPath, p.token, p.addr))
+		status, body, lat, err := send(keep, getRequest(serve.addr, clustersPath, p.token, p.addr, o.stormKeepAlive))
 		var list session.ClusterList
 		if err == nil && status == http.StatusOK {
 			err = json.Unmarshal(body, &list)
@@ -209,7 +223,7 @@ func loginStorm(ctx context.Context, e *env, o options) (result string, problems
 				"subject_token_type": {session.TokenTypeAccessToken},
 				"audience":           {c.Name},
 			}
-			status, body, lat, err := send(formRequest(serve.addr, tokenPath, form, p.addr))
+			status, body, lat, err := send(keep, formRequest(serve.addr, tokenPath, form, p.addr, o.stormKeepAlive))
 			if err != nil || status != http.StatusOK || !bytes.Contains(body, []byte(`"access_token":"`)) {
 				failed("exchange for "+c.Name, status, body, err)
 				return
@@ -263,15 +277,19 @@ func (f *stormFigures) report(o options) (string, []string) {
 	}
 	calls := float64(f.callsSum) / float64(n)
 	lookups := float64(f.userCalls) / float64(n)
-	fmt.Printf("\nlogin storm: %d people (one in %d in the sre team: 4 clusters, else 3), %d at a time, GitHub latency %v, each: GET /clusters then one exchange per cluster, a new TLS connection per request\n",
-		n, stormSREEvery, o.stormConcurrency, o.githubLatency)
+	conns := "a new TLS connection per request"
+	if o.stormKeepAlive {
+		conns = "one kept-alive TLS connection per person"
+	}
+	fmt.Printf("\nlogin storm: %d people (one in %d in the sre team: 4 clusters, else 3), %d at a time, GitHub latency %v, each: GET /clusters then one exchange per cluster, %s\n",
+		n, stormSREEvery, o.stormConcurrency, o.githubLatency, conns)
 	fmt.Printf("login storm: %d exchanges in %v = %.0f exchanges/s; exchange p50 %.1f ms p99 %.1f ms; GET /clusters p50 %.1f ms p99 %.1f ms; whole login p99 %.1f ms (with the waits of %d shed answers %v sent again after Retry-After); issuer CPU %.0f us per request\n",
 		f.exchanges, f.elapsed.Round(time.Millisecond), rate, percentile(f.exchangeLat, 0.5), percentile(f.exchangeLat, 0.99),
 		percentile(f.listLat, 0.5), percentile(f.listLat, 0.99), percentile(f.login, 0.99), sum(f.shed), f.shed, cpuPer)
 	fmt.Printf("login storm: GitHub calls per person min %d max %d mean %.2f (one lookup is %d calls: GET /user, GET /user/memberships/orgs/%s, GET /user/teams); GET /user per person %.3f; audit: %d session.issued, %d other events; %d failed %v\n",
 		f.callsMin, f.callsMax, calls, callSet, org, lookups, f.auditIssued, f.auditOtherEvents, f.failed, f.statuses)
-	result := fmt.Sprintf("RESULT name=login-storm people=%d concurrency=%d github_latency_ms=%d exchanges=%d exchanges_per_s=%.0f p50_ms=%.1f p99_ms=%.1f clusters_p99_ms=%.1f login_p99_ms=%.1f github_calls_per_person=%.2f github_lookups_per_person=%.2f issuer_cpu_us=%.0f shed=%d failed=%d",
-		n, o.stormConcurrency, o.githubLatency.Milliseconds(), f.exchanges, rate, percentile(f.exchangeLat, 0.5), percentile(f.exchangeLat, 0.99),
+	result := fmt.Sprintf("RESULT name=login-storm people=%d concurrency=%d keepalive=%t github_latency_ms=%d exchanges=%d exchanges_per_s=%.0f p50_ms=%.1f p99_ms=%.1f clusters_p99_ms=%.1f login_p99_ms=%.1f github_calls_per_person=%.2f github_lookups_per_person=%.2f issuer_cpu_us=%.0f shed=%d failed=%d",
+		n, o.stormConcurrency, o.stormKeepAlive, o.githubLatency.Milliseconds(), f.exchanges, rate, percentile(f.exchangeLat, 0.5), percentile(f.exchangeLat, 0.99),
 		percentile(f.listLat, 0.99), percentile(f.login, 0.99), calls, lookups, cpuPer, sum(f.shed), f.failed)
 	var problems []string
 	if f.failed > 0 {
@@ -311,17 +329,25 @@ func countAudit(path string) (issued, other int) {
 	return issued, other
 }
 
-// getRequest encodes GET path with the token as a bearer token, from client (X-Forwarded-For).
-func getRequest(host, path, token, client string) []byte {
+// getRequest encodes GET path with the token as a bearer token, from client (X-Forwarded-For),
+// asking the server to close the connection unless keep.
+func getRequest(host, path, token, client string, keep bool) []byte {
 	return fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: octogate\r\nAccept: application/json\r\n"+
-		"Authorization: Bearer %s\r\nX-Forwarded-For: %s\r\nConnection: close\r\n\r\n", path, host, token, client)
+		"Authorization: Bearer %s\r\nX-Forwarded-For: %s\r\n%s\r\n", path, host, token, client, closeHeader(keep))
 }
 
 // formRequest encodes a form POST as the credential plugin sends it, from client.
-func formRequest(host, path string, form url.Values, client string) []byte {
+func formRequest(host, path string, form url.Values, client string, keep bool) []byte {
 	body := form.Encode()
 	return fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: octogate\r\nContent-Type: %s\r\nContent-Length: %d\r\n"+
-		"X-Forwarded-For: %s\r\nConnection: close\r\n\r\n%s", path, host, session.FormMediaType, len(body), client, body)
+		"X-Forwarded-For: %s\r\n%s\r\n%s", path, host, session.FormMediaType, len(body), client, closeHeader(keep), body)
+}
+
+func closeHeader(keep bool) string {
+	if keep {
+		return ""
+	}
+	return "Connection: close\r\n"
 }
 
 func sum(m map[int]int) int {

@@ -75,6 +75,7 @@ type options struct {
 	stormConcurrency int
 	stormTimeout     time.Duration
 	stormOnly        bool
+	stormKeepAlive   bool
 }
 
 func main() {
@@ -102,6 +103,7 @@ func main() {
 	flag.IntVar(&o.stormPeople, "login-storm", 1000, "people in the login storm at the session issuer (0: skip it)")
 	flag.IntVar(&o.stormConcurrency, "login-storm-concurrency", 20, "people of the login storm logging in at the same time (above the issuer's GitHub lookups at once for its public doors, 24 on 2 cores, some are shed with 503 and sent again after Retry-After)")
 	flag.DurationVar(&o.stormTimeout, "login-storm-timeout", 40*time.Second, "bound of the login storm: no person starts after it")
+	flag.BoolVar(&o.stormKeepAlive, "login-storm-keepalive", false, "send a person's requests of the login storm on one kept-alive connection instead of a new one each (as each plugin run opens)")
 	flag.BoolVar(&o.stormOnly, "login-storm-only", false, "run only the login storm (make bench-login)")
 	flag.StringVar(&serveBareDir, "serve-bare", "", "internal: serve the bare handler with the certificates of this directory, print its address, serve until stdin closes")
 	flag.BoolVar(&serveBareOpen, "serve-bare-open", false, "internal: with -serve-bare, ask no client certificate and set no header timeout (hot-routes.sh's bare handler)")
