@@ -37,7 +37,7 @@ BENCH_NAMESPACES ?= 10000
 GOLANGCI_LINT_VERSION := $(shell sed -n 's,^[[:space:]]*github.com/golangci/golangci-lint/v2 \(v[^ ]*\).*,\1,p' tools/lint/go.mod)
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build tools test unit e2e e2e-oldest lint bench bench-bare fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
+.PHONY: all build tools test unit e2e e2e-oldest lint bench bench-bare bench-login fuzz demo chart-docs clean image image-push print-image print-version print-dist-platforms dist krew-manifest chart-package chart-push release-notes check-version
 
 all: build
 
@@ -88,18 +88,23 @@ $(GOLANGCI_LINT):
 	$(GO) -C tools/lint build -o $(CURDIR)/$@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ## bench: load benchmark of every route against a bare TLS handler, micro-benchmarks, the
-## impersonating proxy against a real kube-apiserver, and the ownership controller with
-## $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
+## login storm at the session issuer, the impersonating proxy against a real kube-apiserver,
+## and the ownership controller with $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
 bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/ ./revocation/
 	OCTOGATE_K8S_BIN=$(K8S_BIN) $(GO) test -run '^$$' -bench ProxyRealAPIServer -benchtime 50x -count 5 ./test/e2e/
 	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
 
+## bench-login: only the login storm (part of bench): 1,000 people at a session issuer of four
+## clusters, GitHub answering in 50 ms (-login-storm, -login-storm-concurrency)
+bench-login:
+	$(GO) run ./bench -login-storm-only $(BENCHFLAGS)
+
 ## bench-bare: only the hot routes of `octogate serve` against a bare TLS handler, separate
 ## processes, by the server's CPU per request (part of bench; -bare-duration, -bare-rounds)
 bench-bare:
-	$(GO) run ./bench -routes baseline -duration 1s -rounds 1 -warmup 200ms -burst-tokens 0 -ratelimit-scale 0 -rss-identities 0 $(BENCHFLAGS)
+	$(GO) run ./bench -routes baseline -duration 1s -rounds 1 -warmup 200ms -burst-tokens 0 -ratelimit-scale 0 -rss-identities 0 -login-storm 0 $(BENCHFLAGS)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
 fuzz:

@@ -36,6 +36,17 @@
 // with and without conditional requests (rateLimitUnits), and measures the resident memory of
 // a real `octogate serve` process holding -rss-identities cached identities.
 //
+// Last, the login storm (loginstorm.go; alone: -login-storm-only, `make bench-login`):
+// -login-storm people (default 1,000) log in at a real `octogate serve` issuing sessions for
+// four clusters (prod only for the sre team), -login-storm-concurrency at a time, with the
+// GitHub stand-in answering after -github-latency. Each does what `octogate login` and then
+// kubectl's credential plugin send: GET <issuer>/clusters with the GitHub token, then one token
+// exchange per cluster listed, each on a new TLS connection (-login-storm-keepalive: one per
+// person) from an address of its own. Its line is `RESULT name=login-storm people=<n> ...
+// exchanges_per_s=<r> p50_ms=<x> p99_ms=<y> ... github_calls_per_person=<c>
+// github_lookups_per_person=<l> ... shed=<s> failed=<f>`; more than one GitHub lookup for a
+// person is a PROBLEM.
+//
 // In the first part the load generator shares the process with the server, as kube-apiserver
 // would not: absolute requests/s are a floor, and ratios are those of whole requests (client
 // included). Its lines are `RESULT name=<route> rps=<n> p50_ms=<x> p99_ms=<y> ratio=<r>`,

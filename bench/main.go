@@ -71,6 +71,11 @@ type options struct {
 	bareRounds       int
 	bareRoutes       []string
 	bareLoad         string
+	stormPeople      int
+	stormConcurrency int
+	stormTimeout     time.Duration
+	stormOnly        bool
+	stormKeepAlive   bool
 }
 
 func main() {
@@ -95,6 +100,11 @@ func main() {
 	flag.IntVar(&o.bareRounds, "bare-rounds", 3, "interleaved rounds of the bare-handler comparison")
 	flag.StringVar(&bareRouteList, "bare-routes", strings.Join(bareRoutes, ","), "comma list of the routes compared with the bare handler: "+strings.Join(bareRoutes, ", "))
 	flag.StringVar(&o.bareLoad, "bare-load", loadGo, "load generator of the comparison with the bare handler: go (this process, client certificates) or hey (a process of its own, no client certificates: ../shared/bench/hot-routes.sh's method; not for "+routeSessionNew+")")
+	flag.IntVar(&o.stormPeople, "login-storm", 1000, "people in the login storm at the session issuer (0: skip it)")
+	flag.IntVar(&o.stormConcurrency, "login-storm-concurrency", 20, "people of the login storm logging in at the same time (above the issuer's GitHub lookups at once for its public doors, 24 on 2 cores, some are shed with 503 and sent again after Retry-After)")
+	flag.DurationVar(&o.stormTimeout, "login-storm-timeout", 40*time.Second, "bound of the login storm: no person starts after it")
+	flag.BoolVar(&o.stormKeepAlive, "login-storm-keepalive", false, "send a person's requests of the login storm on one kept-alive connection instead of a new one each (as each plugin run opens)")
+	flag.BoolVar(&o.stormOnly, "login-storm-only", false, "run only the login storm (make bench-login)")
 	flag.StringVar(&serveBareDir, "serve-bare", "", "internal: serve the bare handler with the certificates of this directory, print its address, serve until stdin closes")
 	flag.BoolVar(&serveBareOpen, "serve-bare-open", false, "internal: with -serve-bare, ask no client certificate and set no header timeout (hot-routes.sh's bare handler)")
 	flag.Parse()
@@ -123,6 +133,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bench: -bare-load hey: no route to compare (%s changes its body every request, which hey cannot send)\n", routeSessionNew)
 			os.Exit(2)
 		}
+	}
+	if o.stormPeople < 0 || o.stormConcurrency <= 0 || o.stormTimeout <= 0 || (o.stormOnly && o.stormPeople == 0) {
+		fmt.Fprintln(os.Stderr, "bench: -login-storm must not be negative (nor 0 with -login-storm-only), -login-storm-concurrency and -login-storm-timeout positive")
+		os.Exit(2)
 	}
 	if o.workers <= 0 || o.rounds <= 0 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -rounds and -duration must be positive, -warmup not negative")
@@ -186,6 +200,19 @@ func bench(o options) error {
 	fmt.Printf("load: %d keep-alive TLS connections from this process, %v per route in %d interleaved rounds after %v warm-up\n",
 		o.workers, o.duration, o.rounds, o.warmup)
 
+	if o.stormOnly {
+		result, problems := loginStorm(ctx, e, o)
+		for _, p := range problems {
+			fmt.Println("PROBLEM", p)
+		}
+		if result != "" {
+			fmt.Println(result)
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%d problem(s), see PROBLEM lines", len(problems))
+		}
+		return nil
+	}
 	loads, uncached, err := workloads(e, o)
 	if err != nil {
 		return err
@@ -243,6 +270,12 @@ func bench(o options) error {
 	if o.rssIdentities > 0 {
 		problems = append(problems, measureRSS(ctx, e, o)...)
 	}
+	var stormResult string
+	if o.stormPeople > 0 {
+		var p []string
+		stormResult, p = loginStorm(ctx, e, o)
+		problems = append(problems, p...)
+	}
 
 	base := sums[routeBaseline].rps
 	fmt.Println()
@@ -278,6 +311,9 @@ func bench(o options) error {
 	}
 	for _, r := range vsBare.results {
 		fmt.Println(r)
+	}
+	if stormResult != "" {
+		fmt.Println(stormResult)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%d problem(s), see PROBLEM lines", len(problems))
