@@ -257,3 +257,31 @@ func TestVerifierAuthenticationConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestVerifierOnlyNotes(t *testing.T) {
+	e := setup(t)
+	notes := e.notes(t, append(slices.Clone(verifierValues), "--set", "session.trust.certificateAuthorityFrom.secretName=prod-issuer-ca")...)
+	for _, want := range []string{
+		"this release issues none",
+		"/authenticate accepts sessions for staging of https://octogate.prod.example.com",
+		"trusting the CA of session.trust",
+		"octogate login --issuer https://octogate.prod.example.com",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "Sessions are off") {
+		t.Errorf("NOTES of a verifier say sessions are off:\n%s", notes)
+	}
+	modeB := e.notes(t, "--set", orgs, "--set", "session.authenticationConfig.enabled=true", "--set", "session.authenticationConfig.publiclyTrusted=true",
+		"--set", "session.authenticationConfig.issuer=https://octogate.prod.example.com", "--set", "session.audience=dev")
+	for _, want := range []string{
+		"kube-apiserver verifies sessions for dev of https://octogate.prod.example.com itself (mode (b))",
+		"octogate login --issuer https://octogate.prod.example.com",
+	} {
+		if !strings.Contains(modeB, want) {
+			t.Errorf("NOTES of mode (b) lack %q:\n%s", want, modeB)
+		}
+	}
+}
