@@ -80,7 +80,7 @@ func startDemo(t *testing.T) (demoReady, string) {
 // TestDemoDoctorAndFleetTour starts the demo, runs `octogate doctor --context NAME` for every
 // context of its kubeconfig (each kind of user: static tokens, client certificates, `octogate
 // credential` with a token or a device-flow cache in its exec env, a session user, the proxy's
-// contexts), then the fleet tour's lines as printed.
+// contexts) and for its GitHub Actions kubeconfig, then the fleet tour's lines as printed.
 func TestDemoDoctorAndFleetTour(t *testing.T) {
 	r, cache := startDemo(t)
 	doctor := func(t *testing.T, env []string, args ...string) (string, int) {
@@ -132,6 +132,16 @@ func TestDemoDoctorAndFleetTour(t *testing.T) {
 		// kubectl and doctor share the login context's cache: no second login.
 		if out, code := doctor(t, nil, "--kubeconfig", r.kubeconfig, "--context", "login"); code != 0 || !strings.Contains(out, "from cache") || strings.Contains(out, "login/device") {
 			t.Errorf("doctor --context login, again: exit %d:\n%s", code, out)
+		}
+		// The Actions job's kubeconfig, in the job's environment the tour exports.
+		a := r.actions
+		if a == nil {
+			t.Fatal("the demo with the stand-in has no Actions tour")
+		}
+		out, code := doctor(t, []string{"PATH=" + r.path + ":" + os.Getenv("PATH"), "GITHUB_ACTIONS=true", "SSL_CERT_FILE=" + a.CAFile,
+			"ACTIONS_ID_TOKEN_REQUEST_URL=" + a.RequestURL, "ACTIONS_ID_TOKEN_REQUEST_TOKEN=" + a.RequestToken}, "--kubeconfig", a.Kubeconfig)
+		if code != 0 || !strings.Contains(out, "username: github-actions:repo:acme/deploy:environment:production") {
+			t.Errorf("doctor --kubeconfig %s in the job's environment: exit %d:\n%s", a.Kubeconfig, code, out)
 		}
 		if _, err := os.Stat(filepath.Join(cache, "octogate")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("doctor wrote to the caller's cache %s/octogate: %v", cache, err)

@@ -59,11 +59,12 @@ func main() {
 }
 
 // demoReady is what the demo runs with once its tour is printed: its kubeconfig, the octogate
-// binary its kubeconfigs run, PATH (kubectl and octogate, colon-separated) and the fleet tour's
-// inputs (with the stand-in only).
+// binary its kubeconfigs run, PATH (kubectl and octogate, colon-separated), and the inputs of
+// the fleet and GitHub Actions tours (with the stand-ins only).
 type demoReady struct {
 	kubeconfig, binary, path string
 	fleet                    *tour.FleetTour
+	actions                  *tour.Actions
 }
 
 // run runs the demo until ctx is done; ready, when not nil, is called once everything runs and
@@ -285,8 +286,11 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 	if !realGitHub {
 		fmt.Print(tour.Hardening(binary, work))
 	}
+	var actionsTour *tour.Actions
 	if actions != nil {
-		fmt.Print(actions.tour(kubeconfig, path))
+		in := actions.tour(kubeconfig, path)
+		actionsTour = &in
+		fmt.Print(tour.ActionsDeploy(in))
 	}
 	fleetKubeconfig := filepath.Join(dir, "fleet.kubeconfig")
 	defer func() { _ = os.Remove(fleetKubeconfig) }()
@@ -307,7 +311,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))
 	if ready != nil {
-		ready(demoReady{kubeconfig: kubeconfig, binary: binary, path: path, fleet: fleetTour})
+		ready(demoReady{kubeconfig: kubeconfig, binary: binary, path: path, fleet: fleetTour, actions: actionsTour})
 	}
 	select {
 	case <-ctx.Done():

@@ -393,10 +393,20 @@ func loadKubeconfigUser(path, context string) (*kubeconfigUser, error) {
 	return u, nil
 }
 
-// isCredentialPlugin reports whether exec runs `octogate credential`, as the kubeconfigs of
-// `octogate kubeconfig user` and `octogate login` do (whatever the binary is called).
+// isCredentialPlugin reports whether exec runs `octogate credential` for a person's GitHub
+// token, as the kubeconfigs of `octogate kubeconfig user` and `octogate login` do (whatever
+// the binary is called). With --github-actions it sends a GitHub Actions OIDC token, which
+// the doctor leaves to the plugin itself (the cluster's answer).
 func isCredentialPlugin(exec *clientcmdapi.ExecConfig) bool {
-	return exec != nil && len(exec.Args) > 0 && exec.Args[0] == "credential"
+	if exec == nil || len(exec.Args) == 0 || exec.Args[0] != "credential" {
+		return false
+	}
+	for _, a := range exec.Args {
+		if a == "--github-actions" || strings.HasPrefix(a, "--github-actions=") {
+			return false
+		}
+	}
+	return true
 }
 
 // pluginCacheDir is the token cache `octogate credential` uses when kubectl runs it with

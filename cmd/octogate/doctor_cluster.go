@@ -88,6 +88,8 @@ func describeCredential(u *kubeconfigUser) string {
 		return "the token of kubeconfig user " + u.name
 	case isCredentialPlugin(a.Exec):
 		return "the GitHub token of kubeconfig user " + u.name + "'s octogate credential"
+	case a.Exec != nil && len(a.Exec.Args) > 0 && a.Exec.Args[0] == "credential":
+		return fmt.Sprintf("the GitHub Actions token of kubeconfig user %s's %s credential %s", u.name, a.Exec.Command, strings.Join(a.Exec.Args[1:], " "))
 	case a.Exec != nil:
 		return fmt.Sprintf("the credential of kubeconfig user %s's exec plugin %s (not octogate's)", u.name, a.Exec.Command)
 	case len(a.ClientCertificateData) > 0 || a.ClientCertificate != "":

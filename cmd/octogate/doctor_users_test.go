@@ -171,6 +171,16 @@ func TestDoctorEveryKindOfKubeconfigUser(t *testing.T) {
 		"login": plugin([]string{"--client-id", clientID, "--github-url", web, "--device"},
 			clientcmdapi.ExecEnvVar{Name: "XDG_CACHE_HOME", Value: execCache}, clientcmdapi.ExecEnvVar{Name: envGitHubToken, Value: ""}),
 	}
+	// Another exec plugin, and `octogate credential --github-actions`: the doctor runs neither
+	// flow of its own; kubectl's client runs the plugin, which prints alice's token here.
+	script := filepath.Join(t.TempDir(), "plugin")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$PLUGIN_TOKEN\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{"other-exec": {"get-token"}, "actions": {"credential", "--github-actions=demo"}} {
+		users[name] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1", Command: script, Args: args,
+			Env: []clientcmdapi.ExecEnvVar{{Name: "PLUGIN_TOKEN", Value: aliceToken}}, InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	}
 	for name, u := range users {
 		kc.AuthInfos[name] = u
 		kc.Contexts[name] = &clientcmdapi.Context{Cluster: "c", AuthInfo: name}
@@ -195,6 +205,9 @@ func TestDoctorEveryKindOfKubeconfigUser(t *testing.T) {
 		{context: "token-file", want: []string{"from the token of kubeconfig user token-file", "username: github:alice:1001"}, sent: aliceToken},
 		{context: "admin", want: []string{"credential: the client certificate of kubeconfig user admin", "username: demo-admin"}},
 		{context: "login", want: []string{"from cache", "username: github:octocat:1005"}, sent: cached.AccessToken},
+		{context: "other-exec", want: []string{"credential: the credential of kubeconfig user other-exec's exec plugin", "username: github:alice:1001"}, sent: aliceToken},
+		{context: "actions", want: []string{"credential: the GitHub Actions token of kubeconfig user actions'", "username: github:alice:1001"}, sent: aliceToken},
+		{context: "actions", args: []string{"--github-orgs", "acme=2001"}, want: []string{"username: github:alice:1001"}, sent: aliceToken},
 		// With the server's orgs, GitHub answers with the reason code, for the context's token.
 		{context: "alice", args: []string{"--github-orgs", "acme=2001", "--github-url", web}, want: []string{"from the token of kubeconfig user alice", "checked:  " + gh.URL(), "username: github:alice:1001"}},
 		{context: "carol", args: []string{"--github-orgs", "acme=2001", "--github-url", web}, code: 1, want: []string{"reason:   not_member"}},
