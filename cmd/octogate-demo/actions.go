@@ -42,15 +42,16 @@ func (a *actionsDemo) writeKubeconfig(ctx context.Context, binary, server, serve
 	return os.WriteFile(path, out, 0o600)
 }
 
-// tour is the Actions part of the tour; adminKubeconfig is the demo's kubeconfig, whose
-// admin context creates namespace prod, path holds kubectl and octogate.
-func (a *actionsDemo) tour(adminKubeconfig, path string) string {
+// tour is the inputs of the Actions part of the tour (tour.ActionsDeploy); adminKubeconfig is
+// the demo's kubeconfig, whose admin context creates namespace prod, path holds kubectl and
+// octogate.
+func (a *actionsDemo) tour(adminKubeconfig, path string) tour.Actions {
 	job := a.issuer.WorkflowEnv(githubapi.Workflow{
 		Repository: "acme/deploy", RepositoryID: 74, OwnerID: 2001, Environment: "production",
 		Actor: "alice", ActorID: 1001, RunID: 4242, SHA: "0123abc",
 	})
-	return tour.ActionsDeploy(tour.Actions{
+	return tour.Actions{
 		CAFile: a.caFile, RequestURL: job["ACTIONS_ID_TOKEN_REQUEST_URL"], RequestToken: job["ACTIONS_ID_TOKEN_REQUEST_TOKEN"],
 		Kubeconfig: a.kubeconfig, AdminKubeconfig: adminKubeconfig, Path: path,
-	})
+	}
 }

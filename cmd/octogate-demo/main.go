@@ -52,13 +52,24 @@ func main() {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if err := run(ctx, *dir, *port, *keep, *octogate); err != nil {
+	if err := run(ctx, *dir, *port, *keep, *octogate, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "octogate-demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, port int, keep bool, binary string) error {
+// demoReady is what the demo runs with once its tour is printed: its kubeconfig, the octogate
+// binary its kubeconfigs run, PATH (kubectl and octogate, colon-separated), and the inputs of
+// the fleet and GitHub Actions tours (with the stand-ins only).
+type demoReady struct {
+	kubeconfig, binary, path string
+	fleet                    *tour.FleetTour
+	actions                  *tour.Actions
+}
+
+// run runs the demo until ctx is done; ready, when not nil, is called once everything runs and
+// the tour is printed.
+func run(ctx context.Context, dir string, port int, keep bool, binary string, ready func(demoReady)) error {
 	ctrllog.SetLogger(logr.Discard())
 	wd, err := os.Getwd()
 	if err != nil {
@@ -121,6 +132,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	issuer := sessionIssuer(cfg.Port)
 	octogateCA := filepath.Join(work, "certs", "ca.crt") // written by cluster.Start before octogate starts
 	var githubURL string                                 // the stand-in's web URL, for the "login", "carol" and "dave" contexts
+	var clustersFile string                              // the issuer's OCTOGATE_SESSION_CLUSTERS_FILE, with the stand-in
 	var actions *actionsDemo
 	apiURL, token := os.Getenv("OCTOGATE_GITHUB_API_URL"), os.Getenv("GITHUB_TOKEN")
 	realGitHub := apiURL != "" && token != ""
@@ -155,6 +167,16 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		cfg.OctogateEnv = append(cfg.OctogateEnv, revocationEnv...)
 		standin = gh
 		cfg.OctogateEnv = append(cfg.OctogateEnv, sessionEnv(issuer, octogateCA)...)
+		// The issuer's clusters: this one and the managed-like one, whose addresses are
+		// written in once both run.
+		clustersFile = filepath.Join(work, "fleet", "clusters.yaml")
+		if err := os.MkdirAll(filepath.Dir(clustersFile), 0o700); err != nil {
+			return err
+		}
+		if err := writeFleetClusters(clustersFile, unknownServer, unknownServer); err != nil {
+			return err
+		}
+		cfg.OctogateEnv = append(cfg.OctogateEnv, "OCTOGATE_SESSION_CLUSTERS_FILE="+clustersFile)
 		step("GitHub stand-in at " + gh.URL() + " (alice, bob, carol, dave)")
 		actions = newActionsDemo(cfg.GitHubCAFile)
 		defer actions.issuer.Close()
@@ -173,7 +195,12 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 		step("starting a second, managed-like cluster (RBAC only, no octogate authentication or authorization webhook) behind octogate's proxy")
 		go func() {
 			defer close(managedDone)
-			managed, managedErr = startManaged(startCtx, cfg, filepath.Join(work, "managed"))
+			// Its octogate verifies the issuer's sessions with the issuer's CA, which
+			// cluster.Start writes first thing.
+			if managedErr = waitCA(startCtx, octogateCA); managedErr != nil {
+				return
+			}
+			managed, managedErr = startManaged(startCtx, cfg, filepath.Join(work, "managed"), managedVerifierEnv(issuer, octogateCA))
 		}()
 	} else {
 		close(managedDone)
@@ -194,6 +221,15 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	if managedErr != nil {
 		return fmt.Errorf("the managed-like cluster: %w", managedErr)
+	}
+	if managed != nil {
+		if err := writeFleetClusters(clustersFile, fleetServer{c.APIServer.URL, c.APIServer.CAFile},
+			fleetServer{managed.ProxyURL, filepath.Join(managed.CertsDir, "ca.crt")}); err != nil {
+			return err
+		}
+		if err := waitFleet(ctx, issuer, octogateCA, managed.ProxyURL); err != nil {
+			return err
+		}
 	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -250,12 +286,21 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	if !realGitHub {
 		fmt.Print(tour.Hardening(binary, work))
 	}
+	var actionsTour *tour.Actions
 	if actions != nil {
-		fmt.Print(actions.tour(kubeconfig, path))
+		in := actions.tour(kubeconfig, path)
+		actionsTour = &in
+		fmt.Print(tour.ActionsDeploy(in))
 	}
+	fleetKubeconfig := filepath.Join(dir, "fleet.kubeconfig")
+	defer func() { _ = os.Remove(fleetKubeconfig) }()
+	var fleetTour *tour.FleetTour
 	if standin != nil {
 		// Before the revocation tour: that one removes bob from the org.
 		fmt.Print(tour.Proxy())
+		f := demoFleetTour(issuer, octogateCA, fleetKubeconfig, work)
+		fleetTour = &f
+		fmt.Print(tour.Fleet(f))
 	}
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))
@@ -265,6 +310,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string) er
 	}
 	fmt.Print(tour.RateLimit(c.Octogate.Addr, filepath.Join(c.CertsDir, "ca.crt")))
 	fmt.Print(tour.Certs(binary, c.CertsDir, c.Octogate.URL()))
+	if ready != nil {
+		ready(demoReady{kubeconfig: kubeconfig, binary: binary, path: path, fleet: fleetTour, actions: actionsTour})
+	}
 	select {
 	case <-ctx.Done():
 		fmt.Println()
@@ -353,16 +401,16 @@ rules:
 // on (OCTOGATE_PROXY_RBAC): what a request through the proxy may do there is what RBAC grants
 // the user and the octogate:rule group the proxy adds. It returns once every rule's group is
 // bound, so proxy-alice works from the tour's first line.
-func startManaged(ctx context.Context, cfg cluster.Config, work string) (*cluster.Managed, error) {
+func startManaged(ctx context.Context, cfg cluster.Config, work string, env []string) (*cluster.Managed, error) {
 	m, err := cluster.StartManaged(ctx, cluster.ManagedConfig{
 		BinDir: cfg.BinDir, OctogateBinary: cfg.OctogateBinary, WorkDir: work,
 		GitHubAPIURL: cfg.GitHubAPIURL, GitHubCAFile: cfg.GitHubCAFile, Orgs: cfg.Orgs, Policy: cfg.Policy,
 		TokenCacheTTL: cfg.TokenCacheTTL,
-		OctogateEnv: []string{
+		OctogateEnv: append([]string{
 			"OCTOGATE_PROXY_RBAC=true",
 			"OCTOGATE_NAMESPACE=default",
 			"OCTOGATE_NAMESPACE_TEMPLATES_FILE=" + templatesFile(cfg.OctogateEnv),
-		},
+		}, env...),
 	})
 	if err != nil {
 		return nil, err

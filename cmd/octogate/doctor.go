@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -47,6 +50,8 @@ type doctorSettings struct {
 	// sessionIssuer, audience and sessionCAFile, when set, make the doctor run the session
 	// exchange (`octogate credential --session-issuer`) instead of asking GitHub itself.
 	sessionIssuer, audience, sessionCAFile string
+	// flow is the plugin's --device or --browser.
+	flow credential.Flow
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -66,7 +71,14 @@ The GitHub URL, orgs and token types come from the flags, else OCTOGATE_GITHUB_U
 OCTOGATE_GITHUB_ORGS and OCTOGATE_GITHUB_TOKEN_TYPES, else the current kubeconfig user written
 by "octogate kubeconfig user". When that user's exec env sets GITHUB_TOKEN, its value is the
 token, as kubectl would run the plugin ("octogate doctor --context carol" checks what
-"kubectl --context carol" sends). The token itself is never printed.
+"kubectl --context carol" sends), and its other variables (XDG_CACHE_HOME, where the plugin
+caches its token) apply too: a cached token is reused, never a second login. A static token of
+the user is the token checked. The token itself is never printed.
+
+When nothing names the server's orgs or a session issuer, or the user of --context has no
+GitHub token of ours (a client certificate, another exec plugin), the cluster of the context
+answers instead: a SelfSubjectReview sent with the credential kubectl would send, which says
+who it makes you, or 401 without a reason (kube-apiserver gives none).
 
 With --session-issuer URL --audience CLUSTER, or when the kubeconfig user's plugin runs with
 them, doctor exchanges the token at that issuer as the plugin would (docs/sessions.md) and
@@ -74,28 +86,49 @@ prints the session's identity, or the issuer's error (invalid_grant with the rea
 invalid_target for an audience the issuer does not serve, 503 when it cannot answer now), what
 it means and the fix; the issuer applies the orgs and token types, so none are needed here.
 
-Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
+Exit status: 0 accepted, 1 refused, 2 GitHub (or the cluster) unavailable, 3 usage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := flags.or(settingsFromEnv(os.Getenv))
 			token := tokenSetting{value: os.Getenv(envGitHubToken), source: string(credential.SourceEnv)}
-			user, exec, err := kubeconfigExec(kubeconfig, kubeContext)
+			u, err := loadKubeconfigUser(kubeconfig, kubeContext)
 			if err != nil && s.orgs == "" && s.sessionIssuer == "" {
 				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs or set %s (%w)", envGitHubOrgs, err)}
 			}
-			s = s.or(settingsFromExec(exec))
-			if v, ok := execEnv(exec, envGitHubToken); ok {
-				// kubectl runs the plugin with its env over the caller's: the token of this
-				// context is the kubeconfig's, not the shell's.
-				token = tokenSetting{value: v, source: string(credential.SourceEnv) + " of kubeconfig user " + user}
+			var plugin *clientcmdapi.ExecConfig // the kubeconfig user's `octogate credential`, if any
+			if err == nil {
+				switch {
+				case isCredentialPlugin(u.auth.Exec):
+					plugin = u.auth.Exec
+					s = s.or(settingsFromExec(plugin))
+					if v, ok := execEnv(plugin, envGitHubToken); ok {
+						// kubectl runs the plugin with its env over the caller's: the token of this
+						// context is the kubeconfig's, not the shell's.
+						token = tokenSetting{value: v, source: string(credential.SourceEnv) + " of kubeconfig user " + u.name}
+					}
+				case u.token != "":
+					// kubectl sends a static token as it is: that token, not the shell's, is checked.
+					token = tokenSetting{value: u.token, source: "the token of kubeconfig user " + u.name, static: true}
+				case kubeContext != "":
+					// A client certificate, another exec plugin or an auth provider: kubectl
+					// sends no GitHub token of ours for this context; the cluster answers for it.
+					return runClusterDoctor(cmd.Context(), cmd.OutOrStdout(), u, tokenSetting{}, "", timeout)
+				}
 			}
 			if (s.sessionIssuer == "") != (s.audience == "") {
 				return &exitError{code: doctorUsage, err: errors.New("--session-issuer and --audience: set both or neither")}
 			}
 			if s.orgs == "" && s.sessionIssuer == "" {
-				return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs, set %s, or use a kubeconfig from \"octogate kubeconfig user --github-orgs\"", envGitHubOrgs)}
+				if err != nil {
+					return &exitError{code: doctorUsage, err: fmt.Errorf("no allowed orgs: pass --github-orgs, set %s, or use a kubeconfig from \"octogate kubeconfig user --github-orgs\"", envGitHubOrgs)}
+				}
+				// Nothing says which orgs the server allows: the cluster itself answers, with the
+				// credential kubectl would send.
+				if plugin == nil {
+					return runClusterDoctor(cmd.Context(), cmd.OutOrStdout(), u, token, "", timeout)
+				}
 			}
-			return runDoctor(cmd, s, token, timeout)
+			return runDoctor(cmd, s, token, pluginCacheDir(plugin), u, timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -117,14 +150,21 @@ Exit status: 0 accepted, 1 refused, 2 GitHub unavailable, 3 usage.`,
 	return cmd
 }
 
-// tokenSetting is the GITHUB_TOKEN the doctor checks and where it was set.
-type tokenSetting struct{ value, source string }
+// tokenSetting is the GitHub token the doctor checks and where it was set: GITHUB_TOKEN, or
+// the kubeconfig user's static token (static: kubectl sends nothing else).
+type tokenSetting struct {
+	value, source string
+	static        bool
+}
 
-func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout time.Duration) error {
+// runDoctor finds the GitHub token as `octogate credential` would (with the plugin's cache
+// in cacheDir, "" for the default) and checks it: at the session issuer, else with GitHub and
+// the server's orgs, else, when neither is known, at the cluster of the kubeconfig user u.
+func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, cacheDir string, u *kubeconfigUser, timeout time.Duration) error {
 	out := cmd.OutOrStdout()
 	var apiURL string
 	var lookup tokenreview.Lookup
-	if s.sessionIssuer == "" { // else the issuer applies its orgs and token types
+	if s.sessionIssuer == "" && s.orgs != "" { // else the issuer (or the cluster) applies its orgs and token types
 		var err error
 		if apiURL, err = doctorAPIURL(s); err != nil {
 			return &exitError{code: doctorUsage, err: err}
@@ -151,7 +191,9 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout
 		GitHubCAFile: s.githubCAFile,
 		ClientID:     s.clientID,
 		ClientSecret: s.clientSecret,
+		Flow:         s.flow,
 		GitHubToken:  token.value,
+		CacheDir:     cacheDir,
 		Prompt:       cmd.ErrOrStderr(),
 	})
 	if err != nil {
@@ -170,6 +212,9 @@ func runDoctor(cmd *cobra.Command, s doctorSettings, token tokenSetting, timeout
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
 		return runSessionDoctor(ctx, out, p, s, tok.Value)
+	}
+	if lookup == nil {
+		return runClusterDoctor(cmd.Context(), out, u, token, tok.Value, timeout)
 	}
 	_, _ = fmt.Fprintf(out, "checked:  %s for orgs %s\n", apiURL, s.orgs)
 	id, err := lookup.Lookup(cmd.Context(), tok.Value)
@@ -246,16 +291,22 @@ func settingsFromExec(exec *clientcmdapi.ExecConfig) doctorSettings {
 	s.githubURL, s.githubCAFile, s.clientID = flag("github-url"), flag("github-ca-file"), flag("client-id")
 	s.clientSecret = flag("client-secret")
 	s.sessionIssuer, s.audience, s.sessionCAFile = flag("session-issuer"), flag("audience"), flag("session-ca-file")
-	for _, e := range exec.Env {
-		switch e.Name {
-		case envGitHubOrgs:
-			s.orgs = e.Value
-		case envGitHubTokenTypes:
-			s.tokenTypes = e.Value
-		case envGitHubURL:
-			s.githubURL = e.Value
+	for _, a := range exec.Args {
+		switch a {
+		case "--device", "--device=true":
+			s.flow = credential.FlowDevice
+		case "--browser", "--browser=true":
+			s.flow = credential.FlowBrowser
 		}
 	}
+	// The plugin's own variables, which kubectl sets from the exec env; a flag wins, as in
+	// `octogate credential`.
+	env := func(name string) string { v, _ := execEnv(exec, name); return v }
+	s.githubURL = firstSet(s.githubURL, env(envGitHubURL))
+	s.githubCAFile = firstSet(s.githubCAFile, env(envGitHubCAFile))
+	s.clientID = firstSet(s.clientID, env(envOAuthClientID))
+	s.clientSecret = firstSet(s.clientSecret, env(envOAuthSecret))
+	s.orgs, s.tokenTypes = env(envGitHubOrgs), env(envGitHubTokenTypes)
 	return s
 }
 
@@ -268,6 +319,7 @@ func (s doctorSettings) or(d doctorSettings) doctorSettings {
 		tokenTypes: pick(s.tokenTypes, d.tokenTypes), prefix: pick(s.prefix, d.prefix), format: pick(s.format, d.format),
 		sessionIssuer: pick(s.sessionIssuer, d.sessionIssuer), audience: pick(s.audience, d.audience),
 		sessionCAFile: pick(s.sessionCAFile, d.sessionCAFile),
+		flow:          credential.Flow(pick(string(s.flow), string(d.flow))),
 	}
 }
 
@@ -284,27 +336,110 @@ func execEnv(exec *clientcmdapi.ExecConfig, name string) (string, bool) {
 	return "", false
 }
 
-// kubeconfigExec is the name and the exec plugin of the context's user, from the kubeconfig
-// kubectl would use (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
-func kubeconfigExec(path, context string) (string, *clientcmdapi.ExecConfig, error) {
+// kubeconfigUser is the user of a kubeconfig context: its name, its entry, the token kubectl
+// sends for it (Token, else TokenFile's content; "" without one) and the client
+// configuration kubectl would use.
+type kubeconfigUser struct {
+	context, name string
+	auth          *clientcmdapi.AuthInfo
+	token         string
+	cfg           *clientcmdapi.Config
+	rules         clientcmd.ClientConfigLoader
+}
+
+// restConfig is the client configuration kubectl would use for the context; with bearer not
+// empty, that token replaces the user's credential (exec plugin, token, auth provider).
+func (u *kubeconfigUser) restConfig(bearer string) (*rest.Config, error) {
+	cfg := u.cfg
+	if bearer != "" {
+		cfg = cfg.DeepCopy()
+		auth := cfg.AuthInfos[u.name]
+		auth.Exec, auth.AuthProvider, auth.TokenFile = nil, nil, ""
+		auth.Token = bearer
+	}
+	return clientcmd.NewNonInteractiveClientConfig(*cfg, u.context, &clientcmd.ConfigOverrides{}, u.rules).ClientConfig()
+}
+
+// loadKubeconfigUser reads the context's user (the current context when context is "") from
+// the kubeconfig kubectl would use (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+func loadKubeconfigUser(path, context string) (*kubeconfigUser, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
 	}
 	cfg, err := rules.Load()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if context == "" {
 		context = cfg.CurrentContext
 	}
 	ctx := cfg.Contexts[context]
 	if ctx == nil {
-		return "", nil, fmt.Errorf("kubeconfig has no context %q", context)
+		return nil, fmt.Errorf("kubeconfig has no context %q", context)
 	}
-	user := cfg.AuthInfos[ctx.AuthInfo]
-	if user == nil || user.Exec == nil {
-		return ctx.AuthInfo, nil, errors.New("the kubeconfig user does not log in with \"octogate credential\"")
+	auth := cfg.AuthInfos[ctx.AuthInfo]
+	if auth == nil {
+		return nil, fmt.Errorf("kubeconfig context %q names no user of the kubeconfig (%q)", context, ctx.AuthInfo)
 	}
-	return ctx.AuthInfo, user.Exec, nil
+	u := &kubeconfigUser{context: context, name: ctx.AuthInfo, auth: auth, token: auth.Token, cfg: cfg, rules: rules}
+	if u.token == "" && auth.TokenFile != "" {
+		b, err := os.ReadFile(auth.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig user %q: tokenFile: %w", u.name, err)
+		}
+		u.token = strings.TrimSpace(string(b))
+	}
+	return u, nil
+}
+
+// isCredentialPlugin reports whether exec runs `octogate credential` for a person's GitHub
+// token, as the kubeconfigs of `octogate kubeconfig user` and `octogate login` do (whatever
+// the binary is called). With --github-actions it sends a GitHub Actions OIDC token, which
+// the doctor leaves to the plugin itself (the cluster's answer).
+func isCredentialPlugin(exec *clientcmdapi.ExecConfig) bool {
+	if exec == nil || len(exec.Args) == 0 || exec.Args[0] != "credential" {
+		return false
+	}
+	for _, a := range exec.Args {
+		if a == "--github-actions" || strings.HasPrefix(a, "--github-actions=") {
+			return false
+		}
+	}
+	return true
+}
+
+// pluginCacheDir is the token cache `octogate credential` uses when kubectl runs it with
+// exec's env: os.UserCacheDir's rule over XDG_CACHE_HOME and HOME, with the env's values where
+// it sets them, and "octogate" below; "" (the default of this process) when the env sets
+// neither, or for a nil exec.
+// https://pkg.go.dev/os#UserCacheDir
+func pluginCacheDir(exec *clientcmdapi.ExecConfig) string {
+	xdg, hasXDG := execEnv(exec, "XDG_CACHE_HOME")
+	home, hasHome := execEnv(exec, "HOME")
+	if !hasXDG && !hasHome {
+		return ""
+	}
+	switch runtime.GOOS {
+	case "windows", "plan9":
+		return ""
+	case "darwin", "ios":
+		if hasHome && home != "" {
+			return filepath.Join(home, "Library", "Caches", "octogate")
+		}
+		return ""
+	}
+	if !hasXDG {
+		xdg = os.Getenv("XDG_CACHE_HOME")
+	}
+	if xdg != "" && filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "octogate")
+	}
+	if !hasHome {
+		home = os.Getenv("HOME")
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "octogate")
 }

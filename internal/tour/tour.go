@@ -53,6 +53,7 @@ func Standin() string {
 
   kubectl --context session auth whoami           # the same user, through a 5-minute session for cluster demo; kubectl never sees the GitHub token
   octogate doctor --context session               # the exchange at the issuer, explained: accepted, a session for demo, alice's groups
+  for c in $(kubectl config get-contexts -o name); do octogate doctor --context $c; done   # every context: who it makes you, or why not
 
   kubectl --context login auth whoami             # device flow once; the GitHub App token is cached and refreshed
                                                   # (the stand-in approves the code as alice after ~3 s; 8-hour token)
@@ -237,6 +238,40 @@ what the rule allows (OCTOGATE_PROXY_RBAC). proxy-admin is that cluster's admin.
   kubectl --context proxy-admin get clusterrolebindings,rolebindings -A -l octogate.dev/proxy-rbac=true   # each Allow rule's group bound to its ClusterRole (a rule with namespaces: in those)
   kubectl --context proxy-admin get namespaces    # the managed-like cluster's own: bob-dev of the first shell is not here
 `
+}
+
+// FleetTour is the fleet part of the tour (docs/sessions.md, "Fleet").
+type FleetTour struct {
+	// Issuer is the session issuer's URL, CAFile the CA of its certificate.
+	Issuer, CAFile string
+	// AliceToken and BobToken are their GitHub tokens: alice may use every cluster, bob not
+	// the one limited to acme/platform-admins.
+	AliceToken, BobToken string
+	// Kubeconfig is the file `octogate login` writes; Cache the plugin's token cache
+	// (XDG_CACHE_HOME) for the sessions of its contexts.
+	Kubeconfig, Cache string
+}
+
+// Fleet shows one login for every cluster of the issuer: the cluster table of `octogate
+// clusters`, `octogate login` writing a context per cluster, and kubectl through one of them.
+// Each command carries its GitHub token (and the session cache) in its environment, so that
+// it runs as written in any shell with the tour's PATH.
+func Fleet(f FleetTour) string {
+	return fmt.Sprintf(`
+Fleet (docs/sessions.md, "Fleet"): the demo's octogate is the session issuer of two clusters,
+demo (this one, its octogate verifies sessions) and managed (the managed-like one: its proxy
+verifies the same issuer's sessions), managed for acme/platform-admins only:
+
+  GITHUB_TOKEN=%[3]s octogate clusters --issuer %[1]s --session-ca-file %[2]s
+                                                  # demo and managed: accepts, server and labels
+  GITHUB_TOKEN=%[4]s octogate clusters --issuer %[1]s --session-ca-file %[2]s
+                                                  # bob: demo only
+  GITHUB_TOKEN=%[3]s octogate login --issuer %[1]s --session-ca-file %[2]s --kubeconfig %[5]s
+                                                  # one GitHub login, a context per cluster: demo, managed
+  kubectl --kubeconfig %[5]s config get-contexts
+  GITHUB_TOKEN=%[3]s XDG_CACHE_HOME=%[6]s kubectl --kubeconfig %[5]s --context managed auth whoami
+                                                  # alice at the managed-like cluster, through a session for managed
+`, f.Issuer, f.CAFile, f.AliceToken, f.BobToken, f.Kubeconfig, f.Cache)
 }
 
 // RateLimit shows the conditional requests that spare the users' GitHub rate limit

@@ -113,3 +113,17 @@ func TestStandinTourLogsInWithASession(t *testing.T) {
 		t.Errorf("the sessions tour does not show the credentials metric:\n%s", text)
 	}
 }
+
+func TestFleetTourShowsTheClusterTableAndALoginForEveryCluster(t *testing.T) {
+	text := Fleet(FleetTour{Issuer: "https://127.0.0.1:8443", CAFile: "/certs/ca.crt", AliceToken: "a", BobToken: "b",
+		Kubeconfig: "/demo/fleet.kubeconfig", Cache: "/work/fleet-cache"})
+	for _, want := range []string{
+		"\n  GITHUB_TOKEN=a octogate clusters --issuer https://127.0.0.1:8443 --session-ca-file /certs/ca.crt\n",
+		"\n  GITHUB_TOKEN=a octogate login --issuer https://127.0.0.1:8443 --session-ca-file /certs/ca.crt --kubeconfig /demo/fleet.kubeconfig\n",
+		"\n  GITHUB_TOKEN=a XDG_CACHE_HOME=/work/fleet-cache kubectl --kubeconfig /demo/fleet.kubeconfig --context managed ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the fleet tour lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -52,6 +52,10 @@ func TestChartServerDryRun(t *testing.T) {
 			"--set", "proxy.enabled=true", "--set", "proxy.hosts={kube.example.com,203.0.113.7}",
 			"--set", "clientAuth.enabled=false", "--set", "networkPolicy.enabled=true",
 		}},
+		{"a verifier-only cluster with the issuer's CA inline", []string{
+			"--set", "github.orgs={acme}", "--set", "session.trust.issuer=https://octogate.prod.example.com",
+			"--set", "session.audience=staging", "--set-file", "session.trust.certificateAuthority=" + filepath.Join(e.cluster.CertsDir, "ca.crt"),
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rendered := helmTemplate(t, e, chart, c.args)

@@ -71,6 +71,16 @@ app.kubernetes.io/component: webhook
 {{- end }}
 {{- end }}
 
+{{/* The hosts this release answers at, as a JSON list: its Service's names, its cluster IP and the
+host of kubeAPIServer.webhookURL. */}}
+{{- define "octogate.ownHosts" -}}
+{{- $fullname := include "octogate.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.%s" $fullname $ns .Values.clusterDomain) (include "octogate.webhookHost" .) }}
+{{- with .Values.service.clusterIP }}{{ $hosts = append $hosts . }}{{ end }}
+{{- $hosts | toJson }}
+{{- end }}
+
 {{/* The host of octogate.webhookURL without port or brackets. */}}
 {{- define "octogate.webhookHost" -}}
 {{- $host := (urlParse (include "octogate.webhookURL" .)).host }}
@@ -209,6 +219,44 @@ plugins:
       kubeConfigFile: {{ .Values.kubeAPIServer.configDir }}/admission.kubeconfig
 {{- end }}
 
+{{/* Whose sessions /authenticate accepts (mode (a)), as JSON {"issuer", "audience", "ca": "inline",
+"secret", "configMap" or ""}: session.trust.issuer, else session.issuer when this release issues
+sessions; none without session.audience on an issuer (it then only mints). A verifier-only
+release (session.enabled false) fetches the issuer's keys through its discovery, with the CA
+bundle of session.trust (OCTOGATE_SESSION_TRUST_CA_FILE) over the system roots. */}}
+{{- define "octogate.sessionTrust" -}}
+{{- $s := .Values.session }}
+{{- $t := $s.trust }}
+{{- $from := $t.certificateAuthorityFrom }}
+{{- $issuer := trimSuffix "/" ($t.issuer | default "") }}
+{{- if and $s.enabled $issuer (ne $issuer (trimSuffix "/" $s.issuer)) }}
+{{- fail (printf "session.trust.issuer %q: this release issues sessions (session.enabled) and verifies its own, of session.issuer %q; a cluster that verifies another issuer's sessions sets session.enabled=false" $t.issuer $s.issuer) }}
+{{- end }}
+{{- $sources := list }}
+{{- if $t.certificateAuthority }}{{ $sources = append $sources "session.trust.certificateAuthority" }}{{ end }}
+{{- if $from.secretName }}{{ $sources = append $sources "session.trust.certificateAuthorityFrom.secretName" }}{{ end }}
+{{- if $from.configMapName }}{{ $sources = append $sources "session.trust.certificateAuthorityFrom.configMapName" }}{{ end }}
+{{- if gt (len $sources) 1 }}
+{{- fail (printf "%s: set one CA bundle source, not %d" (join ", " $sources) (len $sources)) }}
+{{- end }}
+{{- if and $sources (not $issuer) (not $s.enabled) }}
+{{- fail (printf "%s is set without session.trust.issuer: the CA verifies the issuer this cluster trusts; set session.trust.issuer" (first $sources)) }}
+{{- end }}
+{{- if and (not $s.enabled) $issuer (not (trim ($s.audience | default ""))) }}
+{{- fail (printf "session.audience is required with session.trust.issuer: this cluster's name, one of the clusters %s mints sessions for" $issuer) }}
+{{- end }}
+{{- if not $issuer }}
+{{- $issuer = ternary (trimSuffix "/" $s.issuer) "" (and $s.enabled (ne ($s.audience | default "") "")) }}
+{{- end }}
+{{- $ca := "" }}
+{{- if $t.certificateAuthority }}{{ $ca = "inline" }}{{ else if $from.secretName }}{{ $ca = "secret" }}{{ else if $from.configMapName }}{{ $ca = "configMap" }}{{ end }}
+{{- if not (and $issuer $s.audience) }}
+{{- $issuer = "" }}
+{{- $ca = "" }}
+{{- end }}
+{{- dict "issuer" $issuer "audience" ($s.audience | default "") "ca" $ca | toJson }}
+{{- end }}
+
 {{/* The inputs of the AuthenticationConfiguration (session.authenticationConfig) with their
 defaults, as JSON {"issuer", "audience", "discoveryURL", "ca": PEM or "", "servingCA": bool}:
 exactly what `octogate kubeconfig authentication-config` is given as --issuer, --audience,
@@ -219,7 +267,7 @@ discovery URL that lacks it. */}}
 {{- define "octogate.authenticationConfigInputs" -}}
 {{- $s := .Values.session }}
 {{- $a := $s.authenticationConfig }}
-{{- $issuer := trimSuffix "/" (default $s.issuer $a.issuer) }}
+{{- $issuer := trimSuffix "/" (default (default $s.issuer $s.trust.issuer) $a.issuer) }}
 {{- if not $issuer }}
 {{- fail "session.authenticationConfig.issuer (or session.issuer) is required with session.authenticationConfig.enabled: the https URL of the session issuer, e.g. https://octogate.example.com" }}
 {{- end }}
@@ -233,12 +281,19 @@ discovery URL that lacks it. */}}
 {{- if and $a.publiclyTrusted $a.certificateAuthority }}
 {{- fail "session.authenticationConfig: publiclyTrusted and certificateAuthority are exclusive (publiclyTrusted: kube-apiserver verifies the issuer with its host's roots)" }}
 {{- end }}
+{{- /* Only this release, when it issues the sessions, serves the issuer's discovery document
+and keys at its own URL and with its serving CA. */}}
+{{- $ours := and $s.enabled (eq $issuer (trimSuffix "/" $s.issuer)) }}
+{{- $ownHosts := include "octogate.ownHosts" . | fromJsonArray }}
 {{- $discovery := $a.discoveryURL }}
 {{- if $discovery }}
 {{- if eq (trimSuffix "/" $discovery) $issuer }}
 {{- fail "session.authenticationConfig.discoveryURL: the same as the issuer; leave it empty (kube-apiserver refuses a discoveryURL equal to the issuer url)" }}
 {{- end }}
-{{- else if not $a.publiclyTrusted }}
+{{- if and (not $ours) (has (urlParse $discovery).hostname $ownHosts) }}
+{{- fail (printf "session.authenticationConfig.discoveryURL %q is this release's own URL, which serves no discovery document: this release does not issue the sessions of %s (session.enabled is false or session.issuer differs). Leave it empty (kube-apiserver fetches %s/.well-known/openid-configuration) or give a URL that serves that issuer's document" $discovery $issuer $issuer) }}
+{{- end }}
+{{- else if and $ours (not $a.publiclyTrusted) }}
 {{- $inCluster := include "octogate.webhookURL" . }}
 {{- if ne $inCluster $issuer }}
 {{- $discovery = $inCluster }}
@@ -247,8 +302,16 @@ discovery URL that lacks it. */}}
 {{- if and $discovery (not (contains "/.well-known/openid-configuration" $discovery)) }}
 {{- $discovery = printf "%s/.well-known/openid-configuration" (trimSuffix "/" $discovery) }}
 {{- end }}
-{{- $servingCA := not (or $a.publiclyTrusted $a.certificateAuthority) }}
-{{- dict "issuer" $issuer "audience" $audience "discoveryURL" $discovery "ca" ($a.certificateAuthority | default "") "servingCA" $servingCA | toJson }}
+{{- $ca := $a.certificateAuthority | default "" }}
+{{- if and (not $ours) (not $ca) (not $a.publiclyTrusted) }}
+{{- if and $s.trust.certificateAuthority (eq $issuer (trimSuffix "/" ($s.trust.issuer | default ""))) }}
+{{- $ca = $s.trust.certificateAuthority }}
+{{- else }}
+{{- fail (printf "session.authenticationConfig.certificateAuthority (the PEM CA bundle that verifies %s) or publiclyTrusted=true is required: this release does not issue those sessions, so its serving CA does not verify the issuer" $issuer) }}
+{{- end }}
+{{- end }}
+{{- $servingCA := not (or $a.publiclyTrusted $ca) }}
+{{- dict "issuer" $issuer "audience" $audience "discoveryURL" $discovery "ca" $ca "servingCA" $servingCA | toJson }}
 {{- end }}
 
 {{/* The issuer's host when the AuthenticationConfiguration trusts the serving CA for it: the
