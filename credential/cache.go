@@ -35,6 +35,18 @@ type cacheFile struct {
 	RefreshExpiry time.Time `json:"refreshExpiry,omitzero"`
 	// CheckedAt is when GitHub last accepted AccessToken (issued it, or answered GET /user).
 	CheckedAt time.Time `json:"checkedAt,omitzero"`
+	// Grant is the subjectKey of the token the login issued, kept through every refresh:
+	// what the sessions exchanged for this grant's tokens are cached under (subject).
+	Grant string `json:"grant,omitempty"`
+}
+
+// subject is whose sessions c's token gets: Grant, or, in a cache written before Grant was,
+// the subjectKey of its token.
+func (c *cacheFile) subject() string {
+	if c.Grant != "" {
+		return c.Grant
+	}
+	return subjectKey(c.AccessToken)
 }
 
 // cachePath is dir/<hex SHA-256 of "githubURL\nclientID">.json: one file per GitHub and OAuth

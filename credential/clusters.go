@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,8 +22,13 @@ type IssuerCluster struct {
 
 // IssuerClusters is the list GET <issuer>/clusters answers for githubToken: the username it
 // stands for and the clusters that person may have sessions for. caFile (PEM, optional) is
-// trusted for the issuer. Errors quote the issuer's error description, never the token.
+// trusted for the issuer. An answer the issuer sheds (429 or 503 with Retry-After) is retried
+// as shedRetry says. Errors quote the issuer's error description, never the token.
 func IssuerClusters(ctx context.Context, issuer, caFile, githubToken string) (user string, clusters []IssuerCluster, err error) {
+	return issuerClusters(ctx, defaultShedRetry(), issuer, caFile, githubToken)
+}
+
+func issuerClusters(ctx context.Context, retry shedRetry, issuer, caFile, githubToken string) (user string, clusters []IssuerCluster, err error) {
 	issuer = strings.TrimRight(issuer, "/")
 	if u, err := url.Parse(issuer); err != nil || u.Scheme != "https" || u.Host == "" {
 		return "", nil, fmt.Errorf("issuer %q: want an https URL", issuer)
@@ -33,30 +37,27 @@ func IssuerClusters(ctx context.Context, issuer, caFile, githubToken string) (us
 	if err != nil {
 		return "", nil, fmt.Errorf("issuer CA: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/clusters", nil)
-	if err != nil {
-		return "", nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+githubToken)
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", nil, fmt.Errorf("GET %s/clusters: %w", issuer, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	status, body, err := retry.do(ctx, client, 4<<20, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/clusters", nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+githubToken)
+		req.Header.Set("Accept", "application/json")
+		return req, nil
+	})
 	if err != nil {
 		return "", nil, fmt.Errorf("GET %s/clusters: %w", issuer, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		var e struct {
 			Code        string `json:"error"`
 			Description string `json:"error_description"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Code != "" {
-			return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d: %s: %s", issuer, resp.StatusCode, e.Code, e.Description)
+			return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d: %s: %s", issuer, status, e.Code, e.Description)
 		}
-		return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d (is %s an octogate issuer with the cluster list?)", issuer, resp.StatusCode, issuer)
+		return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d (is %s an octogate issuer with the cluster list?)", issuer, status, issuer)
 	}
 	var list struct {
 		Kind     string          `json:"kind"`

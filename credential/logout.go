@@ -3,12 +3,10 @@ package credential
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -54,7 +52,13 @@ func (e *LogoutError) Refused() bool { return e.Status == http.StatusBadRequest 
 // cluster), with POST <issuer>/oauth2/revoke. caFile (PEM, optional) is trusted for the
 // issuer; no redirect is followed. An answer other than a logout done is a *LogoutError, a
 // failure to reach the issuer another error; neither quotes the token.
+//
+// A logout the issuer sheds (429 or 503 with Retry-After) is retried as shedRetry says.
 func Logout(ctx context.Context, issuer, caFile, token string, clusters []string) (LogoutResult, error) {
+	return logout(ctx, defaultShedRetry(), issuer, caFile, token, clusters)
+}
+
+func logout(ctx context.Context, retry shedRetry, issuer, caFile, token string, clusters []string) (LogoutResult, error) {
 	u, err := parseEndpointURL("session issuer", issuer)
 	if err != nil {
 		return LogoutResult{}, err
@@ -68,31 +72,28 @@ func Logout(ctx context.Context, issuer, caFile, token string, clusters []string
 		form.Add("audience", c)
 	}
 	endpoint := RevokeEndpoint(u.String())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return LogoutResult{}, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	resp, err := noRedirect(client).Do(req)
-	if err != nil {
-		return LogoutResult{}, fmt.Errorf("logout at %s: %w", endpoint, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	status, body, err := retry.do(ctx, noRedirect(client), 64<<10, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		return req, nil
+	})
 	if err != nil {
 		return LogoutResult{}, fmt.Errorf("logout at %s: %w", endpoint, err)
 	}
 	redact := func(s string) string { return strings.ReplaceAll(s, token, "[token]") }
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		var e struct {
 			Code        string `json:"error"`
 			Description string `json:"error_description"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Code != "" {
-			return LogoutResult{}, &LogoutError{Endpoint: endpoint, Status: resp.StatusCode, Code: redact(e.Code), Description: redact(e.Description)}
+			return LogoutResult{}, &LogoutError{Endpoint: endpoint, Status: status, Code: redact(e.Code), Description: redact(e.Description)}
 		}
-		return LogoutResult{}, fmt.Errorf("logout at %s: HTTP %d (is %s an octogate issuer with logout?)", endpoint, resp.StatusCode, u.String())
+		return LogoutResult{}, fmt.Errorf("logout at %s: HTTP %d (is %s an octogate issuer with logout?)", endpoint, status, u.String())
 	}
 	var res LogoutResult
 	if err := json.Unmarshal(body, &res); err != nil || res.RevokedAt.IsZero() {
@@ -101,34 +102,38 @@ func Logout(ctx context.Context, issuer, caFile, token string, clusters []string
 	return res, nil
 }
 
-// CachedSession is a session of issuer cached on this machine that has not expired, for
-// audience when one is cached, else for any cluster (an issuer takes a session of any of its
-// clusters to log its person out). ok is false when there is none.
-func (p *Plugin) CachedSession(issuer, audience string) (tok Token, cluster string, ok bool) {
+// ErrNoCachedSession: CachedSession found no cached session to authenticate a logout with.
+var ErrNoCachedSession = errors.New("no cached session")
+
+// CachedSession is a session of issuer cached on this machine that has not expired, of the
+// person whose GitHub token is found now without a login or a call to GitHub (GITHUB_TOKEN,
+// `gh auth token`, the cached token: Session's rule), for audience when one is cached, else
+// for any cluster (an issuer takes a session of any of its clusters to log its person out).
+// With no GitHub token at hand it takes the cached sessions of issuer only when they are all
+// one GitHub token's; a job's session (GitHub Actions) is never taken. The error wraps
+// ErrNoCachedSession and says why none was taken.
+func (p *Plugin) CachedSession(ctx context.Context, issuer, audience string) (tok Token, cluster string, err error) {
 	u, err := parseEndpointURL("session issuer", issuer)
 	if err != nil {
-		return Token{}, "", false
+		return Token{}, "", err
 	}
-	issuer = strings.TrimRight(u.String(), "/")
-	paths, _ := filepath.Glob(filepath.Join(p.cfg.CacheDir, "session-*.json"))
+	subject, person := p.localSubject(ctx)
 	now := p.cfg.Now()
 	var found []sessionCache
-	for _, path := range paths {
-		if checkPrivate(path, p.uid) != nil {
-			continue
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		var c sessionCache
-		if json.Unmarshal(b, &c) != nil || c.AccessToken == "" || strings.TrimRight(c.Issuer, "/") != issuer || !c.Expiry.After(now.Add(5*time.Second)) {
+	subjects := map[string]bool{}
+	for _, c := range p.issuerSessions(strings.TrimRight(u.String(), "/")) {
+		if c.AccessToken == "" || c.Subject == subjectActions || !c.Expiry.After(now.Add(5*time.Second)) || (person && c.Subject != subject) {
 			continue
 		}
 		found = append(found, c)
+		subjects[c.Subject] = true
 	}
-	if len(found) == 0 {
-		return Token{}, "", false
+	switch {
+	case len(found) == 0:
+		return Token{}, "", ErrNoCachedSession
+	case len(subjects) > 1:
+		return Token{}, "", fmt.Errorf("%w of yours: the cached sessions of %s were exchanged for %d GitHub tokens and no GitHub token (GITHUB_TOKEN, gh, the cached token) says which one is yours",
+			ErrNoCachedSession, issuer, len(subjects))
 	}
 	// The asked-for cluster's session first, then the one that lives longest.
 	slices.SortFunc(found, func(a, b sessionCache) int {
@@ -141,5 +146,5 @@ func (p *Plugin) CachedSession(issuer, audience string) (tok Token, cluster stri
 		return b.Expiry.Compare(a.Expiry)
 	})
 	c := found[0]
-	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, c.Audience, true
+	return Token{Value: c.AccessToken, Expiry: c.Expiry, Source: SourceSession}, c.Audience, nil
 }

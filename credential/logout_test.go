@@ -119,34 +119,87 @@ func TestCachedTokenNeverLogsIn(t *testing.T) {
 func TestCachedSessionPrefersTheClusterAskedFor(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	p, err := New(Config{CacheDir: dir, Now: func() time.Time { return now }})
+	p, err := New(Config{CacheDir: dir, GH: "-", GitHubToken: "gho_alice", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const issuer = "https://octogate.example.com"
+	alice := subjectKey("gho_alice")
 	for _, c := range []sessionCache{
-		{Issuer: issuer, Audience: "prod", AccessToken: "prod", Expiry: now.Add(2 * time.Minute)},
-		{Issuer: issuer, Audience: "staging", AccessToken: "staging", Expiry: now.Add(4 * time.Minute)},
-		{Issuer: issuer, Audience: "dev", AccessToken: "dev", Expiry: now.Add(-time.Minute)},
-		{Issuer: "https://other.example.com", Audience: "qa", AccessToken: "other", Expiry: now.Add(time.Hour)},
+		{Issuer: issuer, Audience: "prod", AccessToken: "prod", Expiry: now.Add(2 * time.Minute), Subject: alice},
+		{Issuer: issuer, Audience: "staging", AccessToken: "staging", Expiry: now.Add(4 * time.Minute), Subject: alice},
+		{Issuer: issuer, Audience: "dev", AccessToken: "dev", Expiry: now.Add(-time.Minute), Subject: alice},
+		{Issuer: "https://other.example.com", Audience: "qa", AccessToken: "other", Expiry: now.Add(time.Hour), Subject: alice},
 	} {
-		if err := writeCache(p.SessionCachePath(c.Issuer, c.Audience), c); err != nil {
+		if err := writeCache(p.sessionCachePath(c.Issuer, c.Audience, c.Subject), c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, tc := range []struct{ audience, want string }{{"prod", "prod"}, {"", "staging"}, {"dev", "staging"}} {
-		tok, cluster, ok := p.CachedSession(issuer+"/", tc.audience)
-		if !ok || tok.Value != tc.want || cluster != tc.want {
-			t.Errorf("CachedSession(%q) = %q %q %v, want %q", tc.audience, tok.Value, cluster, ok, tc.want)
+		tok, cluster, err := p.CachedSession(context.Background(), issuer+"/", tc.audience)
+		if err != nil || tok.Value != tc.want || cluster != tc.want {
+			t.Errorf("CachedSession(%q) = %q %q %v, want %q", tc.audience, tok.Value, cluster, err, tc.want)
 		}
 	}
-	if _, _, ok := p.CachedSession("https://none.example.com", ""); ok {
-		t.Error("a session of another issuer")
+	if _, _, err := p.CachedSession(context.Background(), "https://none.example.com", ""); !errors.Is(err, ErrNoCachedSession) {
+		t.Errorf("a session of another issuer: %v", err)
 	}
-	if err := os.Chmod(p.SessionCachePath(issuer, "staging"), 0o644); err != nil {
+	if err := os.Chmod(p.sessionCachePath(issuer, "staging", alice), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if tok, _, _ := p.CachedSession(issuer, ""); tok.Value != "prod" {
+	if tok, _, _ := p.CachedSession(context.Background(), issuer, ""); tok.Value != "prod" {
 		t.Errorf("a session file others may read was used: %q", tok.Value)
+	}
+}
+
+// TestLogoutTakesOnlyThePersonsCachedSessions: on one cache directory with alice's and bob's
+// sessions, the logout of whoever's GitHub token is at hand takes and forgets that person's
+// sessions only; with no GitHub token at all, sessions of two people are not told apart (none
+// is taken), while one person's are (the machine's only person: what an `octogate logout`
+// after a forgotten GitHub token needs); a job's session is never taken.
+func TestLogoutTakesOnlyThePersonsCachedSessions(t *testing.T) {
+	const issuer = "https://octogate.example.com"
+	dir := t.TempDir()
+	now := time.Now()
+	as := func(githubToken string) *Plugin {
+		p, err := New(Config{CacheDir: dir, GH: "-", GitHubToken: githubToken, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write := func(subject, audience, value string) {
+		c := sessionCache{Issuer: issuer, Audience: audience, AccessToken: value, Expiry: now.Add(4 * time.Minute), Subject: subject}
+		if err := writeCache(as("").sessionCachePath(issuer, audience, subject), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(subjectKey("gho_alice"), "prod", "alice-prod")
+	write(subjectKey("gho_alice"), "staging", "alice-staging")
+	write(subjectKey("gho_bob"), "staging", "bob-staging")
+	write(subjectActions, "staging", "job-staging")
+
+	if tok, _, err := as("gho_bob").CachedSession(context.Background(), issuer, "prod"); err != nil || tok.Value != "bob-staging" {
+		t.Errorf("bob's logout takes %q (%v), want his staging session", tok.Value, err)
+	}
+	if tok, _, err := as("gho_carol").CachedSession(context.Background(), issuer, ""); !errors.Is(err, ErrNoCachedSession) {
+		t.Errorf("carol's logout takes %q (%v), want none", tok.Value, err)
+	}
+	if tok, _, err := as("").CachedSession(context.Background(), issuer, ""); !errors.Is(err, ErrNoCachedSession) || !strings.Contains(err.Error(), "2 GitHub tokens") {
+		t.Errorf("with no GitHub token and two people's sessions: %q %v", tok.Value, err)
+	}
+	removed, err := as("gho_bob").ForgetSessions(context.Background(), issuer, "")
+	if err != nil || !slices.Equal(removed, []string{"staging"}) {
+		t.Fatalf("bob's logout removed %q %v, want his staging session", removed, err)
+	}
+	if tok, _, err := as("").CachedSession(context.Background(), issuer, "staging"); err != nil || tok.Value != "alice-staging" {
+		t.Errorf("with no GitHub token and alice's sessions only: %q %v, want alice's", tok.Value, err)
+	}
+	if tok, _, err := as("gho_alice").CachedSession(context.Background(), issuer, "prod"); err != nil || tok.Value != "alice-prod" {
+		t.Errorf("alice's logout after bob's: %q %v", tok.Value, err)
+	}
+	removed, err = as("").ForgetSessions(context.Background(), issuer, "")
+	if err != nil || !slices.Equal(removed, []string{"prod", "staging", "staging"}) {
+		t.Errorf("a logout with no GitHub token removed %q %v, want every session of the issuer", removed, err)
 	}
 }

@@ -39,9 +39,14 @@ func (p *Plugin) refresh(ctx context.Context, refreshToken string) (*oauth2.Toke
 }
 
 // toCache is the cache entry for a token GitHub just issued (device flow, browser flow or
-// refresh).
-func (p *Plugin) toCache(tok *oauth2.Token, now time.Time) cacheFile {
+// refresh). grant is the Grant the refreshed token came from; "" for a login, whose grant
+// begins with this token.
+func (p *Plugin) toCache(tok *oauth2.Token, now time.Time, grant string) cacheFile {
+	if grant == "" {
+		grant = subjectKey(tok.AccessToken)
+	}
 	c := cacheFile{
+		Grant:        grant,
 		GitHubURL:    p.cfg.GitHubURL,
 		ClientID:     p.cfg.ClientID,
 		AccessToken:  tok.AccessToken,

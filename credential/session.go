@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -99,6 +98,21 @@ type sessionCache struct {
 	// Obtained is when the plugin received the session; with Expiry it gives the lifetime
 	// that sessionLead scales with.
 	Obtained time.Time `json:"obtained,omitzero"`
+	// Subject says whose session it is: the subjectKey of the GitHub credential it was
+	// exchanged for (subjectOf), or subjectActions for a GitHub Actions job's. A cache
+	// written before it existed has none and is never handed out.
+	Subject string `json:"subject,omitempty"`
+}
+
+// subjectActions is the Subject of a GitHub Actions job's session, whose cache file is the
+// job's own (actionsSessionCachePath).
+const subjectActions = "actions"
+
+// subjectKey is the hex SHA-256 of a GitHub token: what a session cache records of the token
+// it was exchanged for (never the token itself).
+func subjectKey(githubToken string) string {
+	sum := sha256.Sum256([]byte(githubToken))
+	return hex.EncodeToString(sum[:])
 }
 
 // sessionLead is how long before its expiry a cached session stops being handed out:
@@ -112,46 +126,96 @@ func sessionLead(obtained, expiry time.Time) time.Duration {
 	return min(earlyRefresh, expiry.Sub(obtained)/5)
 }
 
-// SessionCachePath is the cache file of the session for issuer and audience:
-// CacheDir/session-<hex SHA-256 of "issuer\naudience">.json.
-func (p *Plugin) SessionCachePath(issuer, audience string) string {
-	sum := sha256.Sum256([]byte(strings.TrimRight(issuer, "/") + "\n" + audience))
+// sessionCachePath is the cache file of the session for issuer and audience exchanged for the
+// GitHub credential of subject (a subjectKey): CacheDir/session-<hex SHA-256 of
+// "issuer\naudience\nsubject">.json. One person's session is never in another's file.
+func (p *Plugin) sessionCachePath(issuer, audience, subject string) string {
+	sum := sha256.Sum256([]byte(strings.TrimRight(issuer, "/") + "\n" + audience + "\n" + subject))
 	return filepath.Join(p.cfg.CacheDir, "session-"+hex.EncodeToString(sum[:])+".json")
+}
+
+// localSubject is the subjectKey of the GitHub token Token would use now, found without a
+// login, a refresh or any call to GitHub: GITHUB_TOKEN's, `gh auth token`'s (which reads gh's
+// own store), or the grant of the cached token (cacheFile.subject, which a refresh keeps). ok
+// is false when there is none.
+func (p *Plugin) localSubject(ctx context.Context) (subject string, ok bool) {
+	if v := strings.TrimSpace(p.cfg.GitHubToken); v != "" {
+		return subjectKey(v), true
+	}
+	if v := p.ghToken(ctx); v != "" {
+		return subjectKey(v), true
+	}
+	if p.cfg.ClientID == "" || checkCacheDir(p.cfg.CacheDir, p.uid) != nil {
+		return "", false
+	}
+	c, err := readCache(p.CachePath(), p.ForgetCommand(), p.uid)
+	if err != nil || c == nil {
+		return "", false
+	}
+	return c.subject(), true
+}
+
+// subjectOf is the subjectKey of tok, a token Token returned: its own for GITHUB_TOKEN or gh,
+// else the grant of the cache file that holds it (a refreshed token keeps the grant of the
+// login it came from).
+func (p *Plugin) subjectOf(tok Token) string {
+	if tok.Source == SourceEnv || tok.Source == SourceGH {
+		return subjectKey(tok.Value)
+	}
+	if c, err := readCache(p.CachePath(), p.ForgetCommand(), p.uid); err == nil && c != nil && c.AccessToken == tok.Value {
+		return c.subject()
+	}
+	return subjectKey(tok.Value)
 }
 
 // Session returns a session for sc.Audience: the cached one while it is valid for more than
 // a minute, else a new one, exchanged (RFC 8693) for the GitHub token that Token finds (with
 // its logins and prompts), or with sc.Actions for the job's GitHub Actions OIDC token
 // (subject_token_type urn:ietf:params:oauth:token-type:jwt). The session is cached with mode
-// 0600 per issuer and audience (and, for a job, per job: a self-hosted runner's next job never
-// reuses it), beside a lock file that makes concurrent runs exchange once; its Expiry is the
-// session's real exp. The subject token is sent to the issuer only, never printed.
+// 0600 per issuer, audience and GitHub credential (and, for a job, per job: a self-hosted
+// runner's next job never reuses it), beside a lock file that makes concurrent runs exchange
+// once; its Expiry is the session's real exp. The subject token is sent to the issuer only,
+// never printed.
+//
+// A cached session is handed out only for the GitHub credential it was exchanged for, found
+// without a call to GitHub (localSubject): the same GITHUB_TOKEN or gh token (compared by
+// SHA-256), or the same grant of the plugin's cached token, which a refresh of a GitHub App
+// user token keeps (the plugin made the refresh, so the new token is the same account's).
+// Another token, even of the same account, is exchanged anew: without a call to GitHub the
+// plugin cannot tell whose it is. An exchange the issuer sheds (429 or 503 with Retry-After)
+// is retried as shedRetry says.
 func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	issuer, client, err := sessionClient(sc)
 	if err != nil {
 		return Token{}, err
 	}
-	path := p.SessionCachePath(issuer, sc.Audience)
-	subject := func(ctx context.Context) (string, string, error) {
-		gh, err := p.Token(ctx)
-		return gh.Value, tokenTypeAccessToken, err
+	if err := checkCacheDir(p.cfg.CacheDir, p.uid); err != nil {
+		return Token{}, err
 	}
+	var path, subject, subjectToken, subjectType string
 	if job := sc.Actions; job != nil {
 		reqURL, reqToken, err := actionsRequestEnv(job.Getenv)
 		if err != nil {
 			return Token{}, err
 		}
-		path = p.actionsSessionCachePath(issuer, sc.Audience, reqURL, reqToken)
-		subject = func(ctx context.Context) (string, string, error) {
-			id, err := ActionsIDToken(ctx, job.Getenv, job.Client, job.Audience)
-			return id.Value, tokenTypeJWT, err
+		path, subject = p.actionsSessionCachePath(issuer, sc.Audience, reqURL, reqToken), subjectActions
+		if tok, ok := p.cachedSession(path, issuer, sc.Audience, subject); ok {
+			return tok, nil
 		}
-	}
-	if err := checkCacheDir(p.cfg.CacheDir, p.uid); err != nil {
-		return Token{}, err
-	}
-	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
-		return tok, nil
+	} else {
+		if s, ok := p.localSubject(ctx); ok {
+			if tok, ok := p.cachedSession(p.sessionCachePath(issuer, sc.Audience, s), issuer, sc.Audience, s); ok {
+				return tok, nil
+			}
+		}
+		// Token may log in or refresh, which can change whose token it is: the session's
+		// file is chosen by the token found.
+		gh, err := p.Token(ctx)
+		if err != nil {
+			return Token{}, err
+		}
+		subject, subjectToken, subjectType = p.subjectOf(gh), gh.Value, tokenTypeAccessToken
+		path = p.sessionCachePath(issuer, sc.Audience, subject)
 	}
 	unlock, err := p.lock(ctx, path)
 	if err != nil {
@@ -159,18 +223,22 @@ func (p *Plugin) Session(ctx context.Context, sc SessionConfig) (Token, error) {
 	}
 	defer unlock()
 	// Another run may have exchanged while this one waited for the lock.
-	if tok, ok := p.cachedSession(path, issuer, sc.Audience); ok {
+	if tok, ok := p.cachedSession(path, issuer, sc.Audience, subject); ok {
 		return tok, nil
 	}
-	subjectToken, subjectType, err := subject(ctx)
+	if job := sc.Actions; job != nil {
+		id, err := ActionsIDToken(ctx, job.Getenv, job.Client, job.Audience)
+		if err != nil {
+			return Token{}, err
+		}
+		subjectToken, subjectType = id.Value, tokenTypeJWT
+	}
+	tok, err := exchange(ctx, client, p.retry, issuer, sc.Audience, subjectToken, subjectType, p.cfg.Now)
 	if err != nil {
 		return Token{}, err
 	}
-	tok, err := exchange(ctx, client, issuer, sc.Audience, subjectToken, subjectType, p.cfg.Now())
-	if err != nil {
-		return Token{}, err
-	}
-	if err := writeCache(path, sessionCache{Issuer: issuer, Audience: sc.Audience, AccessToken: tok.Value, Expiry: tok.Expiry, Obtained: p.cfg.Now()}); err != nil {
+	if err := writeCache(path, sessionCache{Issuer: issuer, Audience: sc.Audience, AccessToken: tok.Value, Expiry: tok.Expiry,
+		Obtained: p.cfg.Now(), Subject: subject}); err != nil {
 		return Token{}, fmt.Errorf("write session cache: %w", err)
 	}
 	return tok, nil
@@ -183,7 +251,7 @@ func (p *Plugin) ExchangeSession(ctx context.Context, sc SessionConfig, githubTo
 	if err != nil {
 		return Token{}, err
 	}
-	return exchange(ctx, client, issuer, sc.Audience, githubToken, tokenTypeAccessToken, p.cfg.Now())
+	return exchange(ctx, client, p.retry, issuer, sc.Audience, githubToken, tokenTypeAccessToken, p.cfg.Now)
 }
 
 // TokenEndpoint is the token exchange endpoint of an issuer URL.
@@ -211,9 +279,9 @@ func sessionClient(sc SessionConfig) (string, *http.Client, error) {
 	return issuer, noRedirect(client), nil
 }
 
-// cachedSession is the cached session of path when it is safe, for issuer and audience, and
-// valid for more than its sessionLead.
-func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
+// cachedSession is the cached session of path when it is safe, for issuer, audience and
+// subject, and valid for more than its sessionLead.
+func (p *Plugin) cachedSession(path, issuer, audience, subject string) (Token, bool) {
 	if checkPrivate(path, p.uid) != nil {
 		return Token{}, false
 	}
@@ -222,7 +290,7 @@ func (p *Plugin) cachedSession(path, issuer, audience string) (Token, bool) {
 		return Token{}, false
 	}
 	var c sessionCache
-	if json.Unmarshal(b, &c) != nil || c.AccessToken == "" || c.Issuer != issuer || c.Audience != audience ||
+	if json.Unmarshal(b, &c) != nil || c.AccessToken == "" || c.Issuer != issuer || c.Audience != audience || c.Subject != subject ||
 		!c.Expiry.After(p.cfg.Now().Add(sessionLead(c.Obtained, c.Expiry))) {
 		return Token{}, false
 	}
@@ -245,8 +313,9 @@ func (p *Plugin) actionsSessionCachePath(issuer, audience, reqURL, reqToken stri
 }
 
 // exchange posts the RFC 8693 token exchange of a subject token of subjectType for a session
-// for audience.
-func exchange(ctx context.Context, client *http.Client, issuer, audience, subjectToken, subjectType string, now time.Time) (Token, error) {
+// for audience, retrying an answer that sheds load as retry says. now is read when the answer
+// comes, for the session's Expiry.
+func exchange(ctx context.Context, client *http.Client, retry shedRetry, issuer, audience, subjectToken, subjectType string, now func() time.Time) (Token, error) {
 	form := url.Values{
 		"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
 		"subject_token":      {subjectToken},
@@ -254,17 +323,14 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 		"audience":           {audience},
 	}
 	endpoint := TokenEndpoint(issuer)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return Token{}, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	res, err := client.Do(req)
-	if err != nil {
-		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	status, body, err := retry.do(ctx, client, 64<<10, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return req, nil
+	})
 	if err != nil {
 		return Token{}, fmt.Errorf("session exchange at %s: %w", endpoint, err)
 	}
@@ -276,46 +342,38 @@ func exchange(ctx context.Context, client *http.Client, issuer, audience, subjec
 		ErrorDescription string `json:"error_description"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d, not an OAuth answer", endpoint, res.StatusCode)
+		return Token{}, fmt.Errorf("session exchange at %s: HTTP %d, not an OAuth answer", endpoint, status)
 	}
 	switch {
-	case res.StatusCode == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
-		return Token{Value: ans.AccessToken, Expiry: now.Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
+	case status == http.StatusOK && ans.AccessToken != "" && ans.ExpiresIn > 0:
+		return Token{Value: ans.AccessToken, Expiry: now().Add(time.Duration(ans.ExpiresIn) * time.Second), Source: SourceSession}, nil
 	case ans.Error != "":
 		// octogate's issuer never quotes a token; another server might, and the message is
 		// printed.
 		redact := func(s string) string { return strings.ReplaceAll(s, subjectToken, "[subject token]") }
-		return Token{}, &SessionError{Endpoint: endpoint, Status: res.StatusCode, Code: redact(ans.Error), Description: redact(ans.ErrorDescription)}
+		return Token{}, &SessionError{Endpoint: endpoint, Status: status, Code: redact(ans.Error), Description: redact(ans.ErrorDescription)}
 	}
-	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, res.StatusCode)
+	return Token{}, fmt.Errorf("session exchange at %s: HTTP %d without a session", endpoint, status)
 }
 
-// ForgetSessions deletes the cached sessions of issuer (CacheDir/session-*.json whose issuer is
-// issuer), for audience only when it is not empty, and returns the audiences removed, sorted.
-// A session cache it may not read (not a regular file of this user with mode 0600) is left
-// alone and not counted. It only forgets: a deleted session stays valid at the clusters until
-// its exp or a revocation at the issuer.
-func (p *Plugin) ForgetSessions(issuer, audience string) ([]string, error) {
+// ForgetSessions deletes cached sessions of issuer (CacheDir/session-*.json whose issuer is
+// issuer), for audience only when it is not empty, and returns the audiences removed, sorted:
+// those of the GitHub token found now without a login or a call to GitHub (localSubject) and
+// those cached without a subject (written before sessions were kept per person, never handed
+// out again), so that one person's logout leaves another's sessions on the same machine
+// alone; when no GitHub token is at hand, every session of issuer. A session cache it may not
+// read (not a regular file of this user with mode 0600) is left alone and not counted. It only
+// forgets: a deleted session stays valid at the clusters until its exp or a revocation at the
+// issuer.
+func (p *Plugin) ForgetSessions(ctx context.Context, issuer, audience string) ([]string, error) {
 	u, err := parseEndpointURL("session issuer", issuer)
 	if err != nil {
 		return nil, err
 	}
-	issuer = strings.TrimRight(u.String(), "/")
-	paths, err := filepath.Glob(filepath.Join(p.cfg.CacheDir, "session-*.json"))
-	if err != nil {
-		return nil, err
-	}
+	subject, person := p.localSubject(ctx)
 	var removed []string
-	for _, path := range paths {
-		if checkPrivate(path, p.uid) != nil {
-			continue
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		var c sessionCache
-		if json.Unmarshal(b, &c) != nil || strings.TrimRight(c.Issuer, "/") != issuer || (audience != "" && c.Audience != audience) {
+	for path, c := range p.issuerSessions(strings.TrimRight(u.String(), "/")) {
+		if (audience != "" && c.Audience != audience) || (person && c.Subject != subject && c.Subject != "") {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -325,4 +383,26 @@ func (p *Plugin) ForgetSessions(issuer, audience string) ([]string, error) {
 	}
 	slices.Sort(removed)
 	return removed, nil
+}
+
+// issuerSessions are the session caches of issuer (without a trailing "/") that are safe
+// (checkPrivate) and readable, by path.
+func (p *Plugin) issuerSessions(issuer string) map[string]sessionCache {
+	paths, _ := filepath.Glob(filepath.Join(p.cfg.CacheDir, "session-*.json"))
+	found := map[string]sessionCache{}
+	for _, path := range paths {
+		if checkPrivate(path, p.uid) != nil {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var c sessionCache
+		if json.Unmarshal(b, &c) != nil || strings.TrimRight(c.Issuer, "/") != issuer {
+			continue
+		}
+		found[path] = c
+	}
+	return found
 }

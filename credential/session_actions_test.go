@@ -94,7 +94,7 @@ func TestActionsSessionIsExchangedCachedPerJob(t *testing.T) {
 	if tok2.Value == tok.Value || !strings.Contains(payloadOf(t, tok2.Value)["username"].(string), "acme/web") {
 		t.Fatalf("another job got the first job's session: %v", payloadOf(t, tok2.Value)["username"])
 	}
-	if p.SessionCachePath(srv.URL, "cluster-a") == p.actionsSessionCachePath(srv.URL, "cluster-a", deploy[EnvIDTokenRequestURL], deploy[EnvIDTokenRequestToken]) {
+	if p.sessionCachePath(srv.URL, "cluster-a", subjectActions) == p.actionsSessionCachePath(srv.URL, "cluster-a", deploy[EnvIDTokenRequestURL], deploy[EnvIDTokenRequestToken]) {
 		t.Error("a job's session shares the person's cache file")
 	}
 	fi, err := os.Stat(p.actionsSessionCachePath(srv.URL, "cluster-a", other[EnvIDTokenRequestURL], other[EnvIDTokenRequestToken]))

@@ -45,7 +45,7 @@ func FuzzExchangeAnswer(f *testing.F) {
 		}
 		const subject = "gho_fuzz_subject_token"
 		client := &http.Client{Transport: answer{status: status, body: body}}
-		tok, err := exchange(context.Background(), client, "https://issuer.example", "cluster-a", subject, tokenTypeAccessToken, time.Unix(0, 0))
+		tok, err := exchange(context.Background(), client, shedRetry{attempts: 1}, "https://issuer.example", "cluster-a", subject, tokenTypeAccessToken, func() time.Time { return time.Unix(0, 0) })
 		if err == nil {
 			if tok.Value == "" || !tok.Expiry.After(time.Unix(0, 0)) {
 				t.Fatalf("a session without a value or expiry: %v", tok)
@@ -64,7 +64,7 @@ func FuzzExchangeAnswer(f *testing.F) {
 
 func TestExchangeRefusalNeverQuotesTheSubjectToken(t *testing.T) {
 	client := &http.Client{Transport: answer{status: 400, body: []byte(`{"error":"invalid_grant","error_description":"[not_member] token gho_quoted is refused"}`)}}
-	_, err := exchange(context.Background(), client, "https://issuer.example", "cluster-a", "gho_quoted", tokenTypeAccessToken, time.Now())
+	_, err := exchange(context.Background(), client, defaultShedRetry(), "https://issuer.example", "cluster-a", "gho_quoted", tokenTypeAccessToken, time.Now)
 	if err == nil || strings.Contains(err.Error(), "gho_quoted") || !errors.Is(err, ErrSessionRefused) {
 		t.Fatalf("refusal: %v", err)
 	}

@@ -131,6 +131,8 @@ type Plugin struct {
 	githubURL *url.URL
 	cfg       Config
 	uid       int // who must own the cache and lock files
+	// retry is how calls to a session issuer retry an answer that sheds load.
+	retry shedRetry
 }
 
 // New validates cfg and fills in defaults. Errors name the field.
@@ -189,7 +191,7 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.DisplayAvailable == nil {
 		cfg.DisplayAvailable = displayAvailable
 	}
-	return &Plugin{githubURL: u, cfg: cfg, uid: os.Getuid()}, nil
+	return &Plugin{githubURL: u, cfg: cfg, uid: os.Getuid(), retry: defaultShedRetry()}, nil
 }
 
 // parseGitHubURL accepts an absolute https URL, or http on a loopback host, and drops a
@@ -280,13 +282,14 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, log
 			return c.token(now, SourceCache), nil
 		}
 		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed)%s\n", loggingIn(login))
-		c.AccessToken = ""
+		c.Grant, c.AccessToken = c.subject(), ""
 	}
 	if c != nil && c.refreshable(now) {
 		tok, err := p.refresh(ctx, c.RefreshToken)
 		switch {
 		case err == nil:
-			p.save(path, p.toCache(tok, now))
+			// The refreshed token is the same grant's, so the same account's: its sessions stay.
+			p.save(path, p.toCache(tok, now, c.subject()))
 			return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceRefresh}, nil
 		case errors.Is(err, errBadRefreshToken):
 			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used)%s\n", loggingIn(login))
@@ -301,7 +304,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, log
 	if err != nil {
 		return Token{}, err
 	}
-	p.save(path, p.toCache(tok, now))
+	p.save(path, p.toCache(tok, now, ""))
 	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: src}, nil
 }
 

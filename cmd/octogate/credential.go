@@ -42,9 +42,11 @@ that GitHub last accepted more than --recheck ago is checked with GET /user and 
 GitHub refuses it. --forget deletes the cached token.
 
 With --session-issuer URL --audience CLUSTER the GitHub token is exchanged at that octogate
-issuer for a session for the cluster (docs/sessions.md), cached with mode 0600 per issuer and
-audience and exchanged again shortly before it expires; kubectl gets the session, with its
-real expirationTimestamp, never the GitHub token. With --github-actions as well, the job's
+issuer for a session for the cluster (docs/sessions.md), cached with mode 0600 per issuer,
+audience and GitHub token (by its SHA-256; a refreshed GitHub App token keeps its login's
+sessions) and exchanged again shortly before it expires; kubectl gets the session, with its
+real expirationTimestamp, never the GitHub token. An answer 429 or 503 with Retry-After is
+retried (4 requests and 10 s of waiting at most). With --github-actions as well, the job's
 GitHub Actions OIDC token is exchanged instead (cached per job).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

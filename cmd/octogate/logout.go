@@ -23,10 +23,12 @@ func newLogoutCmd() *cobra.Command {
 docs/login.md): of one cluster with --cluster NAME, else of every cluster of the issuer. Every
 session issued to you until now for those clusters is refused from then on, also one copied
 to another machine. The request is authenticated with a session of the issuer cached on this
-machine, else with your GitHub token as "octogate credential" finds it (GITHUB_TOKEN, "gh auth
-token", the cached token); logout never starts a new GitHub login.
+machine for your GitHub token, else with that GitHub token as "octogate credential" finds it
+(GITHUB_TOKEN, "gh auth token", the cached token); logout never starts a new GitHub login.
+Another person's sessions on the same machine are never used nor deleted (with no GitHub
+token at hand, cached sessions of the issuer are used only when they are all one person's).
 
-Then it deletes the cached sessions of the issuer (of that cluster, or of every cluster) and,
+Then it deletes your cached sessions of the issuer (of that cluster, or of every cluster) and,
 with --all, the cached GitHub token too (the one of --client-id and --github-url, as
 "octogate credential --forget" deletes it). The next kubectl command exchanges again (and
 with --all logs in again).
@@ -49,7 +51,7 @@ logout again once the issuer answers.`,
 			}
 			w := cmd.ErrOrStderr()
 			revokeErr := l.revoke(cmd, p, cluster)
-			removed, err := p.ForgetSessions(l.issuer, cluster)
+			removed, err := p.ForgetSessions(cmd.Context(), l.issuer, cluster)
 			if err != nil {
 				return oneLine(err)
 			}
@@ -86,16 +88,17 @@ logout again once the issuer answers.`,
 }
 
 // revoke asks the issuer to revoke the person's sessions for cluster ("" every cluster),
-// authenticated with a cached session of the issuer, else (or when the issuer refuses that
-// session) with the GitHub token found without a login. It prints what the issuer did.
+// authenticated with a cached session of the issuer exchanged for the GitHub token found now
+// (credential.Plugin.CachedSession: never another person's), else (or when the issuer refuses
+// that session) with the GitHub token found without a login. It prints what the issuer did.
 func (l *issuerLogin) revoke(cmd *cobra.Command, p *credential.Plugin, cluster string) error {
 	var clusters []string
 	if cluster != "" {
 		clusters = []string{cluster}
 	}
 	var res credential.LogoutResult
-	err := errors.New("no cached session")
-	session, _, haveSession := p.CachedSession(l.issuer, cluster)
+	session, _, err := p.CachedSession(cmd.Context(), l.issuer, cluster)
+	noSession, haveSession := err, err == nil
 	if haveSession {
 		res, err = credential.Logout(cmd.Context(), l.issuer, l.sessionCAFile, session.Value, clusters)
 	}
@@ -108,7 +111,7 @@ func (l *issuerLogin) revoke(cmd *cobra.Command, p *credential.Plugin, cluster s
 		case terr == nil:
 			res, err = credential.Logout(cmd.Context(), l.issuer, l.sessionCAFile, tok.Value, clusters)
 		case !haveSession:
-			return fmt.Errorf("cannot log out at %s: no cached session of it and %w; nothing was revoked: set GITHUB_TOKEN (or log in with gh) and run logout again", l.issuer, oneLine(terr))
+			return fmt.Errorf("cannot log out at %s: %v and %w; nothing was revoked: set GITHUB_TOKEN (or log in with gh) and run logout again", l.issuer, noSession, oneLine(terr))
 		}
 	}
 	switch {

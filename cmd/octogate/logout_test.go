@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,26 @@ func sessionFiles(t *testing.T, cache string) int {
 		t.Fatal(err)
 	}
 	return len(paths)
+}
+
+// sessionFile is the path of the cached session of issuer for audience (there must be one).
+func sessionFile(t *testing.T, cache, issuer, audience string) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(cache, "octogate", "session-*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, path := range paths {
+		var c struct{ Issuer, Audience string }
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) == nil && c.Issuer == issuer && c.Audience == audience {
+			found = append(found, path)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d cached sessions of %s for %s, want 1", len(found), issuer, audience)
+	}
+	return found[0]
 }
 
 // cacheSessions has "octogate credential" exchange alice's GitHub token for a session of each
@@ -41,12 +62,9 @@ func TestLogoutRevokesAtTheIssuerThenForgets(t *testing.T) {
 	if n := sessionFiles(t, cache); n != 2 {
 		t.Fatalf("%d sessions cached, want 2", n)
 	}
+	prod, staging := sessionFile(t, cache, issuer, "prod"), sessionFile(t, cache, issuer, "staging")
 	// A session of another issuer stays.
-	other, err := credential.New(credential.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherPath := other.SessionCachePath("https://other.example.com", "prod")
+	otherPath := filepath.Join(cache, "octogate", "session-other.json")
 	if err := os.WriteFile(otherPath, []byte(`{"issuer":"https://other.example.com","audience":"prod","accessToken":"x"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +78,10 @@ func TestLogoutRevokesAtTheIssuerThenForgets(t *testing.T) {
 	if got := revoker.revocations(); !slices.Equal(got, []string{"1001 staging"}) {
 		t.Errorf("revocations %q, want alice's of staging", got)
 	}
-	if _, err := os.Stat(other.SessionCachePath(issuer, "prod")); err != nil {
+	if _, err := os.Stat(prod); err != nil {
 		t.Errorf("prod's session is gone after logout --cluster staging: %v", err)
 	}
-	if _, err := os.Stat(other.SessionCachePath(issuer, "staging")); !os.IsNotExist(err) {
+	if _, err := os.Stat(staging); !os.IsNotExist(err) {
 		t.Errorf("staging's session is still cached: %v", err)
 	}
 
@@ -91,13 +109,9 @@ func TestLogoutRevokesAtTheIssuerThenForgets(t *testing.T) {
 // is at hand; without one, the logout fails and says the sessions stay valid.
 func TestLogoutFallsBackToTheGitHubToken(t *testing.T) {
 	issuer, ca, revoker := fleetIssuerWithLogout(t, loginGitHub(t))
-	isolate(t)
+	cache := isolate(t)
 	cacheSessions(t, issuer, ca, "prod")
-	p, err := credential.New(credential.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := p.SessionCachePath(issuer, "prod")
+	path := sessionFile(t, cache, issuer, "prod")
 	old, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +172,11 @@ func TestLogoutWhenTheIssuerIsUnreachable(t *testing.T) {
 	const issuer = "https://127.0.0.1:1"
 	cache := isolate(t)
 	t.Setenv(envGitHubToken, clustersTokenAlice)
-	p, err := credential.New(credential.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(filepath.Join(cache, "octogate"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p.SessionCachePath(issuer, "prod"), []byte(`{"issuer":"`+issuer+`","audience":"prod","accessToken":"eyJx.eyJ4.x","expiry":"2999-01-01T00:00:00Z"}`), 0o600); err != nil {
+	// A session cached before sessions were kept per GitHub token: never used, still removed.
+	if err := os.WriteFile(filepath.Join(cache, "octogate", "session-legacy.json"), []byte(`{"issuer":"`+issuer+`","audience":"prod","accessToken":"eyJx.eyJ4.x","expiry":"2999-01-01T00:00:00Z"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stderr := &syncBuffer{}

@@ -19,7 +19,9 @@ import (
 
 // TestFleetLogoutEndsTheSessionAtTheIssuer: alice logs in with `octogate login`, uses prod with
 // real kubectl, then `octogate logout --cluster prod` (authenticated by her cached session
-// alone). Her session file, copied back as a stolen copy would be, no longer works: the
+// alone). Bob, with his own GITHUB_TOKEN on the same kubeconfig and cache directory, is never
+// handed alice's cached session. Her session file, copied back as a stolen copy would be, no
+// longer works: the
 // issuer's /authenticate answers [session_revoked] for it at once, kubectl is refused once
 // kube-apiserver's caches of its last success run out (--authentication-token-webhook-cache-ttl
 // 1 s here, and the 10 s kube-apiserver keeps every success whatever that says: DESIGN.md;
@@ -54,7 +56,7 @@ clusters:
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	// Without GITHUB_TOKEN (and no gh on PATH): after the login, only the cached session can
-	// authenticate the logout, and kubectl's plugin cannot exchange a new session.
+	// authenticate the logout.
 	noToken := []string{"XDG_CACHE_HOME=" + cache, "HOME=" + home, "PATH=" + filepath.Dir(e.kubectl.Path), "GITHUB_TOKEN="}
 	octogate := func(t *testing.T, env []string, args ...string) (string, error) {
 		t.Helper()
@@ -94,6 +96,12 @@ clusters:
 		t.Fatal(err)
 	}
 	token := cachedAccessToken(t, session)
+	// Bob on the same machine: prod is limited to the admin group, which he is not in.
+	asBob := cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: kubeconfig, Home: home, Env: append(slices.Clone(noToken), "GITHUB_TOKEN="+cluster.BobToken)}
+	if res := kubectlRun(t, asBob, "--context", "prod", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); res.ExitCode == 0 || res.Stdout == cluster.AliceUser ||
+		!strings.Contains(res.Stderr, "cluster_not_allowed") {
+		t.Fatalf("kubectl --context prod with bob's GITHUB_TOKEN on alice's cache, want the issuer's refusal of bob:\n%s", res)
+	}
 	if msg := s.reviewError(t, token); msg != "" {
 		t.Fatalf("the issuer refuses alice's live session before the logout: %s", msg)
 	}
@@ -116,7 +124,8 @@ clusters:
 	if msg := s.reviewError(t, token); !strings.HasPrefix(msg, "[session_revoked] ") {
 		t.Errorf("the issuer's /authenticate on alice's old session after logout: %q, want [session_revoked]", msg)
 	}
-	stale := cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: kubeconfig, Home: home, Env: noToken}
+	// With alice's token the plugin hands out her cached (restored) session while it lives.
+	stale := withToken
 	var res cluster.Result
 	for {
 		res = kubectlRun(t, stale, "--context", "prod", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
