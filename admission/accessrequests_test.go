@@ -69,9 +69,13 @@ func newARWebhooks(t *testing.T, open map[string]int, now time.Time) arWebhooks 
 		t.Fatal(err)
 	}
 	return arWebhooks{
-		t:         t,
-		mutator:   func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return review(t, m, "admission.k8s.io/v1", r) },
-		validator: func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return review(t, v, "admission.k8s.io/v1", r) },
+		t: t,
+		mutator: func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return review(t, m, "admission.k8s.io/v1", r)
+		},
+		validator: func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return review(t, v, "admission.k8s.io/v1", r)
+		},
 	}
 }
 
