@@ -156,7 +156,7 @@ func compileElevations(elevations []Elevation) map[string]*compiledElevation {
 			subjects:  slices.Clone(e.Subjects),
 			approvers: slices.Clone(e.Approvers),
 		}
-		ce.grants.decision = Decision{Verdict: Allow, Rule: "elevation:" + e.Name}
+		ce.grants.decision = Decision{Verdict: Allow, Rule: ElevationRulePrefix + e.Name}
 		compileMatchers(&ce.grants, e.Namespaces, e.ResourceRules, e.NonResourceRules)
 		out[e.Name] = ce
 	}
@@ -284,3 +284,42 @@ func (p *Policy) ElevationsAllowing(a *Attributes) []string {
 	slices.Sort(names)
 	return names
 }
+
+// ActiveGrant is one approved, not yet ended AccessRequest: its requester holds what
+// Elevation grants, narrowed to Namespace when set.
+type ActiveGrant struct {
+	Request, Elevation, Namespace string
+}
+
+// ActiveElevations tells which grants a user holds now (elevation.Store).
+type ActiveElevations interface {
+	Active(user string, now time.Time) []ActiveGrant
+}
+
+// elevationDecision decides a request the rules left without opinion (d): Allow when one of
+// the user's active grants covers it ("octogate: elevation NAME (request REQUEST)"), else d
+// with a reason that names the elevations the user may request that would allow it (the
+// Forbidden message kubectl shows then reads "octogate: no rule allows this; elevation
+// prod-debug would: octogate request prod-debug --reason ..."), else d unchanged.
+func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now time.Time, d Decision) Decision {
+	if active != nil {
+		for _, g := range active.Active(a.User, now) {
+			if p.ElevationAllows(g.Elevation, g.Namespace, a) {
+				return Decision{Verdict: Allow, Rule: ElevationRulePrefix + g.Elevation, Reason: "octogate: elevation " + g.Elevation + " (request " + g.Request + ")", elevation: true}
+			}
+		}
+	}
+	names := p.ElevationsAllowing(a)
+	if len(names) == 0 {
+		return d
+	}
+	reason := "no rule allows this; elevation " + names[0] + " would: octogate request " + names[0] + " --reason ..."
+	if len(names) > 1 {
+		reason += " (so would " + strings.Join(names[1:], ", ") + ")"
+	}
+	return Decision{Verdict: NoOpinion, Reason: reason}
+}
+
+// ElevationRulePrefix starts the Rule of a decision an active elevation made
+// ("elevation:prod-debug").
+const ElevationRulePrefix = "elevation:"

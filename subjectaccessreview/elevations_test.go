@@ -1,6 +1,8 @@
 package subjectaccessreview
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -170,3 +172,64 @@ func TestElevationSubjectsAndGrants(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// fakeActive holds grants that end at end, as elevation.Store's do.
+type fakeActive struct {
+	grants map[string][]ActiveGrant
+	end    time.Time
+}
+
+func (f fakeActive) Active(user string, now time.Time) []ActiveGrant {
+	if !now.Before(f.end) {
+		return nil
+	}
+	return f.grants[user]
+}
+
+func TestDecideWithElevations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(elevationPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	now := t0
+	active := fakeActive{end: t0.Add(time.Hour), grants: map[string][]ActiveGrant{
+		"github:bob:1002": {{Request: "prod-debug-x7k2p", Elevation: "prod-debug", Namespace: "prod"}},
+	}}
+	a, err := New(Config{PolicyFile: path, Elevations: active, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobExec := res("github:bob:1002", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web")
+	carolExec := res("github:carol:1003", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web")
+	bobExecEU := res("github:bob:1002", []string{"github:acme"}, "create", "", "pods", "exec", "prod-eu", "web")
+	bobRead := res("github:bob:1002", []string{"github:acme"}, "get", "", "pods", "", "prod", "web")
+	const hint = "no rule allows this; elevation prod-debug would: octogate request prod-debug --reason ..."
+	cases := []struct {
+		name    string
+		attrs   Attributes
+		at      time.Time
+		verdict Verdict
+		reason  string
+	}{
+		{"bob's approved exec in prod is allowed", bobExec, t0, Allow, "octogate: elevation prod-debug (request prod-debug-x7k2p)"},
+		{"the rules still decide first", bobRead, t0, Allow, "octogate: rule members-read-prod"},
+		{"bob's request is narrowed to prod: prod-eu gets the hint", bobExecEU, t0, NoOpinion, hint},
+		{"carol holds no grant and gets the hint", carolExec, t0, NoOpinion, hint},
+		{"at its end time bob is back to the hint", bobExec, t0.Add(time.Hour), NoOpinion, hint},
+		{"a request no elevation covers keeps the plain reason", res("github:bob:1002", []string{"github:acme"}, "delete", "", "pods", "", "prod", "web"), t0, NoOpinion, ReasonNoMatch},
+		{"system users are never elevated nor hinted", res("system:kube-scheduler", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web"), t0, NoOpinion, ReasonSystemUser},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now = tc.at
+			d := a.Decide(&tc.attrs)
+			if d.Verdict != tc.verdict || d.Reason != tc.reason {
+				t.Fatalf("decision %v %q, want %v %q", d.Verdict, d.Reason, tc.verdict, tc.reason)
+			}
+			if d.Group() != "" && tc.verdict == Allow && strings.HasPrefix(d.Rule, ElevationRulePrefix) {
+				t.Fatalf("an elevation's decision gives the proxy group %q", d.Group())
+			}
+		})
+	}
+}

@@ -39,6 +39,8 @@ type Decision struct {
 
 	// owner marks a decision of the owner rules (ownerDecision), not of a policy rule.
 	owner bool
+	// elevation marks a decision of an active elevation (elevationDecision).
+	elevation bool
 
 	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
 	// when the policy is compiled: the answer depends only on the decision and apiVersion.

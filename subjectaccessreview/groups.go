@@ -5,7 +5,8 @@ package subjectaccessreview
 // a policy rule; "" for NoOpinion and Deny.
 func (d Decision) Group() string {
 	switch {
-	case d.Verdict != Allow:
+	case d.Verdict != Allow, d.elevation:
+		// An elevation has no RBAC of the proxy's (docs/elevation.md: webhook mode).
 		return ""
 	case d.owner:
 		return OwnerGroup

@@ -179,6 +179,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		}
 	}
 
+	auditLog, runAudit, err := openAudit(cfg, registry, log)
+	if err != nil {
+		return err
+	}
+	elev, err := newElevations(cfg, mgr, func() *subjectaccessreview.Policy {
+		if authz == nil {
+			return nil
+		}
+		return authz.Policy()
+	}, auditLog, log)
+	if err != nil {
+		return err
+	}
+
 	authzCfg := subjectaccessreview.Config{
 		PolicyFile:     cfg.PolicyFile,
 		Logger:         log,
@@ -190,6 +204,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if templates != nil {
 		admissionCfg.Templates = templates
 		authzCfg.Creators = templates
+	}
+	if elev != nil {
+		authzCfg.Elevations = elev.store
 	}
 	if index != nil {
 		authzCfg.Owners = index
@@ -242,13 +259,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
+	if elev != nil {
+		if err := elev.mount(server, log); err != nil {
+			return err
+		}
+	}
 	if ghHook != nil {
 		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
 			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
-	}
-	auditLog, runAudit, err := openAudit(cfg, registry, log)
-	if err != nil {
-		return err
 	}
 	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, auditLog, registry, log)
 	if err != nil {
@@ -294,6 +312,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
+	}
+	if elev != nil {
+		g.Go(func() error { return elev.run(ctx) })
 	}
 	if runRevocations != nil {
 		g.Go(func() error { return runRevocations(ctx) })
