@@ -297,14 +297,18 @@ type ActiveElevations interface {
 }
 
 // elevationDecision decides a request the rules left without opinion (d): Allow when one of
-// the user's active grants covers it ("octogate: elevation NAME (request REQUEST)"), else d
+// the user's active grants covers it and the user, with the request's groups, is still one
+// of the elevation's subjects ("octogate: elevation NAME (request REQUEST)"), else d
 // with a reason that names the elevations the user may request that would allow it (the
 // Forbidden message kubectl shows then reads "octogate: no rule allows this; elevation
 // prod-debug would: octogate request prod-debug --reason ..."), else d unchanged.
 func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now time.Time, d Decision) Decision {
 	if active != nil {
 		for _, g := range active.Active(a.User, now) {
-			if p.ElevationAllows(g.Elevation, g.Namespace, a) {
+			// The requester must still be one of the elevation's subjects, with the groups
+			// of this request: leaving an allowed team ends the grant, as does removing the
+			// elevation from the policy.
+			if p.MayRequest(g.Elevation, a.User, a.Groups) && p.ElevationAllows(g.Elevation, g.Namespace, a) {
 				return Decision{Verdict: Allow, Rule: ElevationRulePrefix + g.Elevation, Reason: "octogate: elevation " + g.Elevation + " (request " + g.Request + ")", elevation: true}
 			}
 		}

@@ -217,6 +217,7 @@ func TestDecideWithElevations(t *testing.T) {
 		{"bob's request is narrowed to prod: prod-eu gets the hint", bobExecEU, t0, NoOpinion, hint},
 		{"carol holds no grant and gets the hint", carolExec, t0, NoOpinion, hint},
 		{"at its end time bob is back to the hint", bobExec, t0.Add(time.Hour), NoOpinion, hint},
+		{"bob out of acme holds his grant no longer", res("github:bob:1002", []string{"github:other"}, "create", "", "pods", "exec", "prod", "web"), t0, NoOpinion, ReasonNoMatch},
 		{"a request no elevation covers keeps the plain reason", res("github:bob:1002", []string{"github:acme"}, "delete", "", "pods", "", "prod", "web"), t0, NoOpinion, ReasonNoMatch},
 		{"system users are never elevated nor hinted", res("system:kube-scheduler", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web"), t0, NoOpinion, ReasonSystemUser},
 	}

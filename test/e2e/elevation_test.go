@@ -76,6 +76,7 @@ type elevationEnv struct {
 	work     string
 	audit    string
 	notified *notifications
+	github   *githubapi.Server
 }
 
 // notifications is an incoming-webhook stand-in: it keeps the text of every POST.
@@ -109,6 +110,7 @@ func startElevationEnv(t *testing.T, e *testEnv) *elevationEnv {
 	t.Cleanup(hook.Close)
 	gh := githubapi.NewTLS()
 	t.Cleanup(gh.Close)
+	env.github = gh
 	if err := gh.Load(elevationFixture()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,8 @@ func startElevationEnv(t *testing.T, e *testEnv) *elevationEnv {
 		BinDir: e.binDir, OctogateBinary: env.binary, WorkDir: filepath.Join(env.work, "cluster"),
 		GitHubAPIURL: gh.URL(), GitHubCAFile: githubCA, Orgs: []string{cluster.Org},
 		Policy: []byte(elevationPolicy), TokenReviewVersion: "v1",
+		// Short identity caches: bob's leaving the org is seen within seconds.
+		TokenCacheTTL: 2 * time.Second, NegativeTTL: time.Second, AuthnCacheTTL: time.Second,
 		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_AUDIT_FILE=" + env.audit, "OCTOGATE_ELEVATION_NOTIFY_URL=" + hook.URL + "/services/T0/B0/notasecret"},
 	})
 	if err != nil {
@@ -425,6 +429,22 @@ func TestElevationFromAskToEnd(t *testing.T) {
 	until(t, 15*time.Second, "refusal after deletion", func() bool {
 		return env.run(t, "kubectl", "bob", "-n", "prod", "get", "secret", "db").ExitCode != 0
 	})
+
+	// bob leaves acme while a request is active: he holds nothing any more.
+	res = env.run(t, "octogate", "bob", "request", "prod-debug", "--reason", "INC-125", "--for", "30m", "--namespace", "prod")
+	if res.ExitCode != 0 {
+		t.Fatalf("third request: %s", res)
+	}
+	third := strings.TrimSpace(res.Stdout)
+	if res := env.run(t, "octogate", "alice", "approve", third); res.ExitCode != 0 {
+		t.Fatalf("approve: %s", res)
+	}
+	until(t, 15*time.Second, "exec after the third approval", func() bool { return env.exec(t).ExitCode == 0 })
+	if err := env.github.SetMembership("bob", cluster.Org, ""); err != nil {
+		t.Fatal(err)
+	}
+	took = until(t, 30*time.Second, "refusal after bob left acme", func() bool { return env.exec(t).ExitCode != 0 })
+	t.Logf("MEASURED: bob leaving acme to refusal of his active elevation: %s (octogate token cache 2 s, kube-apiserver token cache at least 10 s)", took.Round(time.Millisecond))
 
 	// The audit trail has every step.
 	want := []string{
