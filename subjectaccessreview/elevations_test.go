@@ -228,9 +228,30 @@ func TestDecideWithElevations(t *testing.T) {
 			if d.Verdict != tc.verdict || d.Reason != tc.reason {
 				t.Fatalf("decision %v %q, want %v %q", d.Verdict, d.Reason, tc.verdict, tc.reason)
 			}
-			if d.Group() != "" && tc.verdict == Allow && strings.HasPrefix(d.Rule, ElevationRulePrefix) {
+			if tc.verdict == Allow && strings.HasPrefix(d.Rule, ElevationRulePrefix) && d.Group() != "octogate:elevation:prod-debug" {
 				t.Fatalf("an elevation's decision gives the proxy group %q", d.Group())
 			}
 		})
+	}
+}
+
+func TestElevationsGetProxyGrants(t *testing.T) {
+	p, err := Parse([]byte(elevationPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, g := range p.Grants() {
+		if g.Name != "octogate:elevation:prod-debug" {
+			continue
+		}
+		found = true
+		if g.Rule != "elevation:prod-debug" || !slices.Equal(g.Namespaces, []string{"prod", "prod-*"}) || len(g.Rules) != 1 ||
+			!slices.Equal(g.Rules[0].Resources, []string{"pods/exec"}) || !slices.Equal(g.Rules[0].Verbs, []string{"get", "create"}) {
+			t.Fatalf("grant %+v", g)
+		}
+	}
+	if !found {
+		t.Fatal("no grant for elevation prod-debug")
 	}
 }
