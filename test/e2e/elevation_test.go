@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -263,8 +264,8 @@ func (env *elevationEnv) run(t *testing.T, tool, user string, args ...string) cl
 	err := cmd.Run()
 	res := cluster.Result{Args: append([]string{"(octogate)"}, full...), Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
 			t.Fatalf("octogate %v: %v", full, err)
 		}
 		res.ExitCode = ee.ExitCode()
