@@ -55,6 +55,8 @@ type Store struct {
 	byUser map[string]map[string]*AccessRequest
 	// ended holds the requests whose end was recorded (or that had ended when first seen).
 	ended map[string]bool
+	// changed has a value after each change (Changed).
+	changed chan struct{}
 }
 
 // NewStore returns an empty Store.
@@ -65,6 +67,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		policy: cfg.Policy, audit: cfg.Audit, notify: cfg.Notify, now: cfg.Now, log: cfg.Logger,
 		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{},
+		changed: make(chan struct{}, 1),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -228,7 +231,15 @@ func (s *Store) CheckEnds() {
 	s.emit(events)
 }
 
+// Changed has a value after the store changed (one value for any number of changes): the
+// channel of its one consumer, the RBAC keeper.
+func (s *Store) Changed() <-chan struct{} { return s.changed }
+
 func (s *Store) emit(events []audit.Event) {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 	for _, e := range events {
 		s.log.Info("access request", "event", e.Event, "request", e.Request, "elevation", e.Elevation, "user", e.User, "requester", e.Requester)
 		if s.audit != nil {

@@ -45,6 +45,7 @@ type serveConfig struct {
 	SessionClustersFile      string        `env:"OCTOGATE_SESSION_CLUSTERS_FILE" help:"SessionClusters YAML: the issuer's clusters (name = audience, server, CA, accepts, labels) and who may use each (subjects); reloaded on change; added to OCTOGATE_SESSION_AUDIENCES"`
 	AuditFile                string        `env:"OCTOGATE_AUDIT_FILE" help:"where audit events go, one JSON object per line: a file path (appended to) or - for stdout; unset: no audit events"`
 	ElevationNotifyURL       string        `env:"OCTOGATE_ELEVATION_NOTIFY_URL" help:"incoming-webhook URL (Slack, Teams) that receives a JSON POST {\"text\": ...} for every AccessRequest step; a secret, never logged; unset: no notifications"`
+	ElevationRBAC            bool          `env:"OCTOGATE_ELEVATION_RBAC" envDefault:"false" help:"keep, for each active AccessRequest, a ClusterRole of its elevation and a binding to the requester (removed at the end), for clusters where kube-apiserver authorizes without octogate; needs the controller, and escalate and bind on clusterroles"`
 	SessionKeyFile           string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
 	SessionTTL               time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
 	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`

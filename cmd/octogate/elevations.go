@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -49,6 +50,11 @@ func newElevations(cfg serveConfig, mgr manager.Manager, policy func() *subjecta
 		return nil, err
 	}
 	e.store = store
+	if cfg.ElevationRBAC {
+		if err := mgr.Add(&elevation.RBAC{Client: mgr.GetClient(), Store: store, Log: log.With("component", "elevation-rbac")}); err != nil {
+			return nil, fmt.Errorf("OCTOGATE_ELEVATION_RBAC: %w", err)
+		}
+	}
 	return e, nil
 }
 
