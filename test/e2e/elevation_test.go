@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/octogate/octogate/elevation"
 	"github.com/octogate/octogate/internal/cluster"
@@ -590,4 +592,140 @@ func startElevationProxyEnv(t *testing.T, e *testEnv) *elevationEnv {
 		t.Fatal(err)
 	}
 	return env
+}
+
+// TestElevationRBACWithoutOctogatesAuthorizer walks prod-debug where kube-apiserver authorizes
+// with RBAC alone and authenticates people itself (client certificates stand in for sessions
+// kube-apiserver verifies): OCTOGATE_ELEVATION_RBAC keeps the RBAC of the active request and
+// removes it at the end.
+func TestElevationRBACWithoutOctogatesAuthorizer(t *testing.T) {
+	e := requireEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := &elevationEnv{work: t.TempDir(), binary: e.cluster.Config.OctogateBinary, notified: &notifications{}}
+	env.github = githubapi.NewTLS()
+	t.Cleanup(env.github.Close)
+	if err := env.github.Load(elevationFixture()); err != nil {
+		t.Fatal(err)
+	}
+	githubCA := filepath.Join(env.work, "github-ca.crt")
+	if err := env.github.WriteCAFile(githubCA); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.StartManaged(ctx, cluster.ManagedConfig{
+		BinDir: e.binDir, OctogateBinary: env.binary, WorkDir: filepath.Join(env.work, "managed"),
+		GitHubAPIURL: env.github.URL(), GitHubCAFile: githubCA, Orgs: []string{cluster.Org},
+		Policy:      []byte(elevationPolicy),
+		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_ELEVATION_RBAC=true"},
+	})
+	if err != nil {
+		t.Fatalf("start the cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(env.work, "managed", "octogate.log")); err == nil {
+				t.Logf("--- octogate.log (end) ---\n%s", b[max(0, len(b)-4000):])
+			}
+		}
+		if err := m.Stop(); err != nil {
+			t.Errorf("stop the cluster: %v", err)
+		}
+	})
+	env.admin, env.octogate = m.APIServer.Admin, m.Octogate
+	home := filepath.Join(env.work, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(env.work, "cert-users.kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	for _, u := range []struct {
+		context, name string
+		groups        []string
+	}{
+		{"alice", cluster.AliceUser, []string{cluster.UsernameGroup, cluster.AdminGroup}},
+		{"bob", cluster.BobUser, []string{cluster.UsernameGroup}},
+		{"carol", cluster.CarolUser, []string{cluster.UsernameGroup}},
+	} {
+		cfg, err := m.APIServer.AddUser(u.name, u.groups...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc.Clusters[u.context] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+		kc.AuthInfos[u.context] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+		kc.Contexts[u.context] = &clientcmdapi.Context{Cluster: u.context, AuthInfo: u.context}
+	}
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	env.kubectl = cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: kubeconfig, Home: home}
+	env.adminKubectl = cluster.Kubectl{Path: e.kubectl.Path, Kubeconfig: m.AdminKubeconfig, Home: home}
+	env.prepare(ctx, t, e.root, m.CertsDir)
+	// What the policy's rules allow, as RBAC: members file requests and read pods in prod.
+	rbac := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: members-request-elevations}
+rules:
+- {apiGroups: [octogate.dev], resources: [accessrequests], verbs: [create, get, list, watch, patch]}
+- {apiGroups: [""], resources: [pods], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: members-request-elevations}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: members-request-elevations}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "github:acme"}]
+`
+	if res, err := env.adminKubectl.Run(ctx, []byte(rbac), "apply", "-f", "-"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("RBAC: %v %s", err, res)
+	}
+
+	if res := env.exec(t); res.ExitCode == 0 || !strings.Contains(res.Stderr, "forbidden") {
+		t.Fatalf("exec before a request:\n%s", res)
+	}
+	res := env.run(t, "octogate", "bob", "request", "prod-debug", "--reason", "INC-123", "--for", "20s", "--namespace", "prod")
+	if res.ExitCode != 0 {
+		t.Fatalf("request: %s", res)
+	}
+	name := strings.TrimSpace(res.Stdout)
+	if res := env.run(t, "octogate", "bob", "approve", name); res.ExitCode == 0 || !strings.Contains(res.Stderr, "may not approve it") {
+		t.Fatalf("bob approving his own request:\n%s", res)
+	}
+	if res := env.run(t, "octogate", "carol", "approve", name); res.ExitCode == 0 || !strings.Contains(res.Stderr, "is not an approver") {
+		t.Fatalf("carol approving:\n%s", res)
+	}
+	if res := env.run(t, "octogate", "alice", "approve", name); res.ExitCode != 0 {
+		t.Fatalf("alice approving:\n%s", res)
+	}
+	took := until(t, 15*time.Second, "bob's exec after approval", func() bool { return env.exec(t).ExitCode == 0 })
+	t.Logf("MEASURED: approval to bob's first working exec (RBAC kept by octogate): %s", took.Round(time.Millisecond))
+	admin, err := kubernetes.NewForConfig(env.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := admin.RbacV1().RoleBindings("prod").Get(ctx, "octogate:access:"+name, metav1.GetOptions{})
+	if err != nil || rb.Labels["octogate.dev/access-request"] != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != cluster.BobUser {
+		t.Fatalf("RoleBinding: %v %+v", err, rb)
+	}
+	dc, err := dynamic.NewForConfig(env.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := dc.Resource(elevation.GVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endText, _, _ := unstructuredString(obj.Object, "status", "endTime")
+	end, err := time.Parse(time.RFC3339, endText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(end.Add(-2 * time.Second)))
+	if res := env.exec(t); res.ExitCode != 0 {
+		t.Fatalf("exec refused before the end time:\n%s", res)
+	}
+	until(t, 30*time.Second, "refusal after the end time", func() bool { return env.exec(t).ExitCode != 0 })
+	t.Logf("MEASURED: end time to refusal (RBAC removed by octogate): %s", time.Since(end).Round(time.Millisecond))
+	list, err := admin.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "octogate.dev/access-request"})
+	if err != nil || len(list.Items) != 0 {
+		t.Fatalf("labelled ClusterRoles left after the end: %v %d", err, len(list.Items))
+	}
 }
