@@ -343,15 +343,19 @@ func TestDefaults(t *testing.T) {
 		}
 		// The AccessRequest webhooks (docs/elevation.md) fail closed.
 		for _, h := range []struct {
-			name    string
-			cc      admissionregistrationv1.WebhookClientConfig
-			rules   []admissionregistrationv1.RuleWithOperations
-			failure *admissionregistrationv1.FailurePolicyType
-			path    string
+			name       string
+			cc         admissionregistrationv1.WebhookClientConfig
+			rules      []admissionregistrationv1.RuleWithOperations
+			failure    *admissionregistrationv1.FailurePolicyType
+			path       string
+			conditions []admissionregistrationv1.MatchCondition
 		}{
-			{mw.Webhooks[1].Name, mw.Webhooks[1].ClientConfig, mw.Webhooks[1].Rules, mw.Webhooks[1].FailurePolicy, "/mutate/accessrequests"},
-			{vw.Webhooks[1].Name, vw.Webhooks[1].ClientConfig, vw.Webhooks[1].Rules, vw.Webhooks[1].FailurePolicy, "/validate/accessrequests"},
+			{mw.Webhooks[1].Name, mw.Webhooks[1].ClientConfig, mw.Webhooks[1].Rules, mw.Webhooks[1].FailurePolicy, "/mutate/accessrequests", mw.Webhooks[1].MatchConditions},
+			{vw.Webhooks[1].Name, vw.Webhooks[1].ClientConfig, vw.Webhooks[1].Rules, vw.Webhooks[1].FailurePolicy, "/validate/accessrequests", vw.Webhooks[1].MatchConditions},
 		} {
+			if len(h.conditions) != 0 {
+				t.Errorf("%s: matchConditions %+v: system:masters must not skip the AccessRequest webhooks", h.name, h.conditions)
+			}
 			if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, []string{"accessrequests"}) || !slices.Equal(h.rules[0].APIGroups, []string{"octogate.dev"}) ||
 				h.failure == nil || *h.failure != admissionregistrationv1.Fail || h.cc.Service == nil || *h.cc.Service.Path != h.path {
 				t.Errorf("%s: rules %+v failurePolicy %v service %+v", h.name, h.rules, h.failure, h.cc.Service)
