@@ -391,6 +391,9 @@ func (c serveConfig) warnings() []string {
 	if c.SessionIssuer != "" && c.SessionKeyFile == "" {
 		w = append(w, "OCTOGATE_SESSION_KEY_FILE is unset: sessions are signed with an in-memory key, one replica only (other replicas and restarts do not know it); set a key file for more")
 	}
+	if c.ElevationRBAC && !c.Controller {
+		w = append(w, "OCTOGATE_ELEVATION_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller watches AccessRequests and keeps their RBAC")
+	}
 	if c.ProxyRBAC && !c.Controller {
 		w = append(w, "OCTOGATE_PROXY_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller keeps the proxy's RBAC; the proxy's groups get no ClusterRoles")
 	}

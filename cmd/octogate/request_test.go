@@ -85,3 +85,32 @@ func TestPrintRequestsColumns(t *testing.T) {
 		}
 	}
 }
+
+func TestElevationSettings(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		env      map[string]string
+		rbac     bool
+		wantWarn bool
+	}{
+		{"off by default", map[string]string{}, false, false},
+		{"RBAC on", map[string]string{"OCTOGATE_ELEVATION_RBAC": "true"}, true, false},
+		{"RBAC on without the controller", map[string]string{"OCTOGATE_ELEVATION_RBAC": "true", "OCTOGATE_CONTROLLER": "false"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.env["OCTOGATE_GITHUB_ORGS"] = "acme"
+			c.env["OCTOGATE_ELEVATION_NOTIFY_URL"] = "https://hooks.example/services/T/B/X"
+			cfg, err := loadServeConfig(lookupFrom(c.env), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ElevationRBAC != c.rbac || cfg.ElevationNotifyURL != c.env["OCTOGATE_ELEVATION_NOTIFY_URL"] {
+				t.Errorf("ElevationRBAC = %v, ElevationNotifyURL = %q", cfg.ElevationRBAC, cfg.ElevationNotifyURL)
+			}
+			w := strings.Join(cfg.warnings(), "\n")
+			if got := strings.Contains(w, "OCTOGATE_ELEVATION_RBAC=true does nothing with OCTOGATE_CONTROLLER=false"); got != c.wantWarn {
+				t.Errorf("warnings %q, want the elevation RBAC warning: %v", w, c.wantWarn)
+			}
+		})
+	}
+}
