@@ -35,6 +35,16 @@ const (
 	// person's sessions were revoked (OutcomeRevoked), or the logout was refused or could not
 	// be answered now.
 	SessionLogout = "session.logout"
+
+	// The steps of an AccessRequest (package elevation): asked for, approved (one event per
+	// approval), denied, revoked, access started, access ended (at its end time, by
+	// revocation, or because the object was deleted).
+	ElevationRequested = "elevation.requested"
+	ElevationApproved  = "elevation.approved"
+	ElevationDenied    = "elevation.denied"
+	ElevationRevoked   = "elevation.revoked"
+	ElevationStarted   = "elevation.started"
+	ElevationEnded     = "elevation.ended"
 )
 
 // Outcomes.
@@ -71,6 +81,16 @@ type Event struct {
 	Expiry time.Time `json:"-"`
 	// ClientAddress is the IP address the request came from.
 	ClientAddress string `json:"clientAddress"`
+
+	// Elevation events only (omitted from session events): the AccessRequest's name, its
+	// elevation, its requester (User is who took the step), the person's free-text reason
+	// (never a token: it is the request's spec.reason or a step's reason) and its namespace.
+	// Expiry is the access's end time.
+	Request   string `json:"request,omitempty"`
+	Elevation string `json:"elevation,omitempty"`
+	Requester string `json:"requester,omitempty"`
+	Why       string `json:"why,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // line is Event as written.

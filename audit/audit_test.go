@@ -49,6 +49,27 @@ func TestLinesHaveTheDocumentedShape(t *testing.T) {
 	}
 }
 
+func TestElevationLinesAddTheirFields(t *testing.T) {
+	var out syncBuffer
+	w, err := New(Config{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 6, 8, 1, 0, 0, time.UTC)
+	w.Log(Event{Time: at, Event: ElevationApproved, User: "github:alice:1001", Outcome: "approved", Request: "prod-debug-x7k2p",
+		Elevation: "prod-debug", Requester: "github:bob:1002", Why: "INC-123", Namespace: "prod", Expiry: at.Add(time.Hour)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"time":"2026-12-06T08:01:00Z","event":"elevation.approved","user":"github:alice:1001","uid":"","cluster":"","outcome":"approved","reason":"","jti":"","clientAddress":"","request":"prod-debug-x7k2p","elevation":"prod-debug","requester":"github:bob:1002","why":"INC-123","namespace":"prod","exp":"2026-12-06T09:01:00Z"}
+`
+	if got := out.String(); got != want {
+		t.Errorf("lines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestConcurrentLogsAreWholeLinesAndAFullQueueDrops(t *testing.T) {
 	var out syncBuffer
 	w, err := New(Config{Out: &out, Buffer: 100})

@@ -37,6 +37,11 @@ type Config struct {
 	OwnerRules bool
 	// UsernamePrefix is the prefix of GitHub groups, for co-owner teams ("github:").
 	UsernamePrefix string
+	// Elevations, when set, are the active AccessRequests (elevation.Store): a request the
+	// rules leave without opinion is allowed when an active grant of its user covers it.
+	Elevations ActiveElevations
+	// Now is the clock that ends elevations (nil: time.Now).
+	Now func() time.Time
 }
 
 // Reload timing: fsnotify events are acted on after a short quiet period so that an editor's
@@ -59,6 +64,8 @@ type Authorizer struct {
 	creators     NamespaceCreators
 	ownerRules   bool
 	prefix       string
+	elevations   ActiveElevations
+	now          func() time.Time
 }
 
 // New loads and compiles cfg.PolicyFile. A file that cannot be read or is invalid returns an
@@ -77,10 +84,15 @@ func New(cfg Config) (*Authorizer, error) {
 		creators:   cfg.Creators,
 		ownerRules: cfg.OwnerRules,
 		prefix:     cfg.UsernamePrefix,
+		elevations: cfg.Elevations,
+		now:        cfg.Now,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octogate_policy_reload_errors_total",
 			Help: "Policy file changes that were refused (unreadable or invalid); the previous policy stays in force.",
 		}),
+	}
+	if a.now == nil {
+		a.now = time.Now
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(a.reloadErrors); err != nil {
@@ -158,14 +170,20 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Decide is the authorization decision of every door (the /authorize webhook, the proxy): the
 // policy's first matching rule, else, when the owner rules are on, the owner decisions
-// (ownerDecision), else NoOpinion. It is pure over a and the current policy and namespace
-// cache, and safe for concurrent use.
+// (ownerDecision), else an active elevation of the user that covers the request
+// (elevationDecision), else NoOpinion, whose reason names the elevations the user could
+// request to be allowed. It is pure over a, the clock and the current policy, namespace cache
+// and active AccessRequests, and safe for concurrent use.
 func (a *Authorizer) Decide(attrs *Attributes) Decision {
-	d := a.policy.Load().Authorize(attrs)
+	p := a.policy.Load()
+	d := p.Authorize(attrs)
 	if d.Verdict == NoOpinion && a.ownerRules && !exempt(attrs) {
 		if od, ok := ownerDecision(attrs, a.owners, a.creators, a.prefix); ok {
 			d = od
 		}
+	}
+	if d.Verdict == NoOpinion && len(p.elevations) > 0 && !exempt(attrs) {
+		d = elevationDecision(p, a.elevations, attrs, a.now(), d)
 	}
 	return d
 }

@@ -39,6 +39,8 @@ type Decision struct {
 
 	// owner marks a decision of the owner rules (ownerDecision), not of a policy rule.
 	owner bool
+	// elevation marks a decision of an active elevation (elevationDecision).
+	elevation bool
 
 	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
 	// when the policy is compiled: the answer depends only on the decision and apiVersion.
@@ -114,6 +116,9 @@ type Policy struct {
 	// rules that name it as a ServiceAccount, never by User or Group subjects (a catch-all
 	// "system:authenticated" Deny must not reach the control plane's own service accounts).
 	serviceAccounts subjectIndex
+
+	// elevations are the policy's elevations by name (elevations.go).
+	elevations map[string]*compiledElevation
 }
 
 // Rules returns the number of rules.
@@ -355,49 +360,56 @@ func compile(doc *AuthorizationPolicy) *Policy {
 				p.serviceAccounts.add(serviceAccountPrefix+s.Namespace+":"+s.Name, i, p.words)
 			}
 		}
-		for _, ns := range r.Namespaces {
-			cr.namespaces = append(cr.namespaces, glob.New(ns))
-		}
-		for _, rr := range r.ResourceRules {
-			m := resourceMatcher{
-				verbs:  newStringSet(rr.Verbs, rbacv1.VerbAll),
-				groups: newStringSet(rr.APIGroups, rbacv1.APIGroupAll),
-			}
-			for _, res := range rr.Resources {
-				if res == rbacv1.ResourceAll {
-					m.anyResource = true
-					continue
-				}
-				name, sub, hasSub := strings.Cut(res, "/")
-				m.resources = append(m.resources, resourcePattern{
-					resource:    name,
-					subresource: sub,
-					hasSub:      hasSub,
-					anyResource: hasSub && name == "*",
-					anySub:      hasSub && sub == "*",
-				})
-			}
-			if len(rr.ResourceNames) > 0 {
-				m.names = append([]string(nil), rr.ResourceNames...)
-			}
-			cr.resourceRules = append(cr.resourceRules, m)
-		}
-		for _, nr := range r.NonResourceRules {
-			m := nonResourceMatcher{verbs: newStringSet(nr.Verbs, rbacv1.VerbAll)}
-			for _, u := range nr.NonResourceURLs {
-				switch {
-				case u == rbacv1.NonResourceAll:
-					m.all = true
-				case strings.HasSuffix(u, "*"):
-					m.prefixes = append(m.prefixes, strings.TrimSuffix(u, "*"))
-				default:
-					m.exact = append(m.exact, u)
-				}
-			}
-			cr.nonResourceRules = append(cr.nonResourceRules, m)
-		}
+		compileMatchers(cr, r.Namespaces, r.ResourceRules, r.NonResourceRules)
 	}
+	p.elevations = compileElevations(doc.Elevations)
 	return p
+}
+
+// compileMatchers fills cr's namespace and request matchers from a rule's (or an
+// elevation's) validated namespaces, resourceRules and nonResourceRules.
+func compileMatchers(cr *compiledRule, namespaces []string, resourceRules []ResourceRule, nonResourceRules []NonResourceRule) {
+	for _, ns := range namespaces {
+		cr.namespaces = append(cr.namespaces, glob.New(ns))
+	}
+	for _, rr := range resourceRules {
+		m := resourceMatcher{
+			verbs:  newStringSet(rr.Verbs, rbacv1.VerbAll),
+			groups: newStringSet(rr.APIGroups, rbacv1.APIGroupAll),
+		}
+		for _, res := range rr.Resources {
+			if res == rbacv1.ResourceAll {
+				m.anyResource = true
+				continue
+			}
+			name, sub, hasSub := strings.Cut(res, "/")
+			m.resources = append(m.resources, resourcePattern{
+				resource:    name,
+				subresource: sub,
+				hasSub:      hasSub,
+				anyResource: hasSub && name == "*",
+				anySub:      hasSub && sub == "*",
+			})
+		}
+		if len(rr.ResourceNames) > 0 {
+			m.names = append([]string(nil), rr.ResourceNames...)
+		}
+		cr.resourceRules = append(cr.resourceRules, m)
+	}
+	for _, nr := range nonResourceRules {
+		m := nonResourceMatcher{verbs: newStringSet(nr.Verbs, rbacv1.VerbAll)}
+		for _, u := range nr.NonResourceURLs {
+			switch {
+			case u == rbacv1.NonResourceAll:
+				m.all = true
+			case strings.HasSuffix(u, "*"):
+				m.prefixes = append(m.prefixes, strings.TrimSuffix(u, "*"))
+			default:
+				m.exact = append(m.exact, u)
+			}
+		}
+		cr.nonResourceRules = append(cr.nonResourceRules, m)
+	}
 }
 
 // exempt reports whether the request's user is one octogate never decides for: users named

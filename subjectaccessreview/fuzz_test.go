@@ -65,6 +65,15 @@ func FuzzLoadPolicy(f *testing.F) {
 			if d.Verdict != NoOpinion && d.Rule == "" {
 				t.Fatalf("decision without a rule: %+v", d)
 			}
+			for _, name := range p.ElevationNames() {
+				if _, ok := p.Elevation(name); !ok {
+					t.Fatalf("elevation %q listed but not found", name)
+				}
+				p.ElevationAllows(name, probes[i].Namespace, &probes[i])
+				p.MayRequest(name, probes[i].User, probes[i].Groups)
+				p.MayApprove(name, probes[i].User, probes[i].Groups)
+			}
+			p.ElevationsAllowing(&probes[i])
 		}
 	})
 }

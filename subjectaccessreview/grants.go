@@ -21,7 +21,16 @@ const (
 	ProxyGroupPrefix = "octogate:"
 	OwnerGroup       = ProxyGroupPrefix + "owner"
 	RuleGroupPrefix  = ProxyGroupPrefix + "rule:"
+	// ElevationGroupPrefix starts the group the proxy adds to a request an active
+	// elevation allowed (docs/elevation.md).
+	ElevationGroupPrefix = ProxyGroupPrefix + "elevation:"
 )
+
+// ElevationGroup is the group the proxy adds to a request that an active AccessRequest for
+// elevation name allowed, ElevationGroupPrefix + name ("octogate:elevation:prod-debug"). Its
+// ClusterRole (Grants) holds what the elevation grants; the proxy asserts the group only while
+// the requester's request is active, so the RBAC is standing but reachable only then.
+func ElevationGroup(name string) string { return ElevationGroupPrefix + name }
 
 // RuleGroup is the group the proxy adds to a request the policy rule named rule allowed,
 // RuleGroupPrefix + rule ("octogate:rule:platform-admins-everything").
@@ -67,7 +76,8 @@ var subresources = []string{
 	"ephemeralcontainers", "resize", "approval", "finalize", "token",
 }
 
-// Grants returns one Grant per Allow rule of the policy, in policy order, and the owner grant
+// Grants returns one Grant per Allow rule of the policy, in policy order, one per elevation
+// (ElevationGroup, in policy order; Rule "elevation:NAME"), and the owner grant
 // (OwnerGroup: get, list, watch, update, patch and delete of namespaces, what the owner rules
 // can allow) last. Deny rules give none: the proxy refuses what they deny itself. A nil
 // Policy gives the owner grant only.
@@ -98,6 +108,14 @@ func (p *Policy) Grants() []Grant {
 				continue
 			}
 			out = append(out, Grant{Name: RuleGroup(r.Name), Rule: r.Name, Rules: policyRules(r), Namespaces: clone(r.Namespaces)})
+		}
+	}
+	if p != nil {
+		for i := range p.doc.Elevations {
+			e := &p.doc.Elevations[i]
+			// Elevation names are DNS labels: every one names a ClusterRole.
+			r := Rule{ResourceRules: e.ResourceRules, NonResourceRules: e.NonResourceRules}
+			out = append(out, Grant{Name: ElevationGroup(e.Name), Rule: ElevationRulePrefix + e.Name, Rules: policyRules(&r), Namespaces: clone(e.Namespaces)})
 		}
 	}
 	return append(out, Grant{Name: OwnerGroup, Rules: []rbacv1.PolicyRule{{

@@ -38,6 +38,9 @@ type AuthorizationPolicy struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Rules      []Rule `json:"rules"`
+	// Elevations are the time-bound grants people may request (elevations.go); they grant
+	// nothing until an AccessRequest for one is approved.
+	Elevations []Elevation `json:"elevations,omitempty"`
 }
 
 // Rule is one ordered policy rule. It matches a request when one of its Subjects matches the
@@ -334,6 +337,7 @@ func validatePolicy(doc *AuthorizationPolicy) []FieldError {
 			v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &r.NonResourceRules[j])
 		}
 	}
+	validateElevations(&v, doc)
 	return v.problems
 }
 

@@ -44,6 +44,8 @@ type serveConfig struct {
 	SessionAudiences         []string      `env:"OCTOGATE_SESSION_AUDIENCES" envSeparator:"," help:"comma list of clusters (audiences) the issuer mints sessions for, to every allowed org member; with OCTOGATE_SESSION_ISSUER, this or OCTOGATE_SESSION_CLUSTERS_FILE is required"`
 	SessionClustersFile      string        `env:"OCTOGATE_SESSION_CLUSTERS_FILE" help:"SessionClusters YAML: the issuer's clusters (name = audience, server, CA, accepts, labels) and who may use each (subjects); reloaded on change; added to OCTOGATE_SESSION_AUDIENCES"`
 	AuditFile                string        `env:"OCTOGATE_AUDIT_FILE" help:"where audit events go, one JSON object per line: a file path (appended to) or - for stdout; unset: no audit events"`
+	ElevationNotifyURL       string        `env:"OCTOGATE_ELEVATION_NOTIFY_URL" help:"incoming-webhook URL (Slack, Teams) that receives a JSON POST {\"text\": ...} for every AccessRequest step; a secret, never logged; unset: no notifications"`
+	ElevationRBAC            bool          `env:"OCTOGATE_ELEVATION_RBAC" envDefault:"false" help:"keep, for each active AccessRequest, a ClusterRole of its elevation and a binding to the requester (removed at the end), for clusters where kube-apiserver authorizes without octogate; needs the controller, and escalate and bind on clusterroles"`
 	SessionKeyFile           string        `env:"OCTOGATE_SESSION_KEY_FILE" help:"PEM file of EC P-256 private keys: the first signs sessions, all are published; unset: an in-memory key (one replica only)"`
 	SessionTTL               time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
 	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
@@ -391,6 +393,9 @@ func (c serveConfig) warnings() []string {
 	var w []string
 	if c.SessionIssuer != "" && c.SessionKeyFile == "" {
 		w = append(w, "OCTOGATE_SESSION_KEY_FILE is unset: sessions are signed with an in-memory key, one replica only (other replicas and restarts do not know it); set a key file for more")
+	}
+	if c.ElevationRBAC && !c.Controller {
+		w = append(w, "OCTOGATE_ELEVATION_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller watches AccessRequests and keeps their RBAC")
 	}
 	if c.ProxyRBAC && !c.Controller {
 		w = append(w, "OCTOGATE_PROXY_RBAC=true does nothing with OCTOGATE_CONTROLLER=false: the controller keeps the proxy's RBAC; the proxy's groups get no ClusterRoles")

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/octogate/octogate/elevation"
 )
 
 // exitError carries a specific process exit code out of a subcommand.
@@ -46,6 +48,11 @@ func newRootCmd() *cobra.Command {
 		newClustersCmd(),
 		newLoginCmd(),
 		newLogoutCmd(),
+		newRequestCmd(),
+		newStepCmd(elevation.ActionApprove, "Approve an AccessRequest"),
+		newStepCmd(elevation.ActionDeny, "Deny an AccessRequest"),
+		newStepCmd(elevation.ActionRevoke, "Revoke an AccessRequest, ending its access now"),
+		newRequestsCmd(),
 	)
 	return root
 }

@@ -191,6 +191,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		}
 	}
 
+	auditLog, runAudit, err := openAudit(cfg, registry, log)
+	if err != nil {
+		return err
+	}
+	elev, err := newElevations(cfg, mgr, func() *subjectaccessreview.Policy {
+		if authz == nil {
+			return nil
+		}
+		return authz.Policy()
+	}, auditLog, log)
+	if err != nil {
+		return err
+	}
+
 	authzCfg := subjectaccessreview.Config{
 		PolicyFile:     cfg.PolicyFile,
 		Logger:         log,
@@ -202,6 +216,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if templates != nil {
 		admissionCfg.Templates = templates
 		authzCfg.Creators = templates
+	}
+	if elev != nil {
+		authzCfg.Elevations = elev.store
 	}
 	if index != nil {
 		authzCfg.Owners = index
@@ -265,13 +282,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	server.Handle("/mutate/namespaces", "mutate-namespaces", mutator)
 	server.Handle("/validate/namespaces", "validate-namespaces", validator)
 	server.AddReadyCheck("policy", authz.Ready)
+	if elev != nil {
+		if err := elev.mount(server, log); err != nil {
+			return err
+		}
+	}
 	if ghHook != nil {
 		server.Handle(githubwebhook.Path, "github-webhook", ghHook, webhooks.WithoutClientCert(),
 			webhooks.WithMediaTypes(githubwebhook.MediaTypes()...))
-	}
-	auditLog, runAudit, err := openAudit(cfg, registry, log)
-	if err != nil {
-		return err
 	}
 	if feed != nil {
 		// A detail, not a failing check: a failing readiness would take every replica out of
@@ -323,6 +341,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if mgr != nil {
 		g.Go(func() error { return mgr.Start(ctx) })
+	}
+	if elev != nil {
+		g.Go(func() error { return elev.run(ctx) })
 	}
 	if runRevocations != nil {
 		g.Go(func() error { return runRevocations(ctx) })

@@ -160,6 +160,7 @@ func TestDefaults(t *testing.T) {
 			"PodDisruptionBudget":            {fullname},
 			"MutatingWebhookConfiguration":   {fullname},
 			"ValidatingWebhookConfiguration": {fullname},
+			"CustomResourceDefinition":       {"accessrequests.octogate.dev"},
 		}
 		for kind, names := range want {
 			g := slices.Clone(got[kind])
@@ -178,7 +179,7 @@ func TestDefaults(t *testing.T) {
 
 	t.Run("every namespaced object is in the release namespace", func(t *testing.T) {
 		cluster := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true,
-			"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
+			"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true, "CustomResourceDefinition": true}
 		for _, u := range o {
 			if ns := u.GetNamespace(); cluster[u.GetKind()] != (ns == "") || (ns != "" && ns != namespace) {
 				t.Errorf("%s %s has namespace %q", u.GetKind(), u.GetName(), ns)
@@ -291,6 +292,7 @@ func TestDefaults(t *testing.T) {
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{"admin"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			{APIGroups: []string{"octogate.dev"}, Resources: []string{"accessrequests"}, Verbs: []string{"get", "list", "watch"}},
 		}
 		if len(cr.Rules) != len(want) {
 			t.Fatalf("rules = %+v", cr.Rules)
@@ -336,8 +338,28 @@ func TestDefaults(t *testing.T) {
 			wantPath    string
 			wantFailure admissionregistrationv1.FailurePolicyType
 		}
-		if len(mw.Webhooks) != 1 || len(vw.Webhooks) != 1 {
+		if len(mw.Webhooks) != 2 || len(vw.Webhooks) != 2 {
 			t.Fatalf("webhooks: %d mutating, %d validating", len(mw.Webhooks), len(vw.Webhooks))
+		}
+		// The AccessRequest webhooks (docs/elevation.md) fail closed.
+		for _, h := range []struct {
+			name       string
+			cc         admissionregistrationv1.WebhookClientConfig
+			rules      []admissionregistrationv1.RuleWithOperations
+			failure    *admissionregistrationv1.FailurePolicyType
+			path       string
+			conditions []admissionregistrationv1.MatchCondition
+		}{
+			{mw.Webhooks[1].Name, mw.Webhooks[1].ClientConfig, mw.Webhooks[1].Rules, mw.Webhooks[1].FailurePolicy, "/mutate/accessrequests", mw.Webhooks[1].MatchConditions},
+			{vw.Webhooks[1].Name, vw.Webhooks[1].ClientConfig, vw.Webhooks[1].Rules, vw.Webhooks[1].FailurePolicy, "/validate/accessrequests", vw.Webhooks[1].MatchConditions},
+		} {
+			if len(h.conditions) != 0 {
+				t.Errorf("%s: matchConditions %+v: system:masters must not skip the AccessRequest webhooks", h.name, h.conditions)
+			}
+			if len(h.rules) != 1 || !slices.Equal(h.rules[0].Resources, []string{"accessrequests"}) || !slices.Equal(h.rules[0].APIGroups, []string{"octogate.dev"}) ||
+				h.failure == nil || *h.failure != admissionregistrationv1.Fail || h.cc.Service == nil || *h.cc.Service.Path != h.path {
+				t.Errorf("%s: rules %+v failurePolicy %v service %+v", h.name, h.rules, h.failure, h.cc.Service)
+			}
 		}
 		m, v := mw.Webhooks[0], vw.Webhooks[0]
 		for _, h := range []hook{

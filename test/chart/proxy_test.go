@@ -267,7 +267,7 @@ func TestProxyEnabled(t *testing.T) {
 		}
 		mw := get[admissionregistrationv1.MutatingWebhookConfiguration](t, o, "MutatingWebhookConfiguration", fullname)
 		vw := get[admissionregistrationv1.ValidatingWebhookConfiguration](t, o, "ValidatingWebhookConfiguration", fullname)
-		if len(mw.Webhooks) != 1 || len(vw.Webhooks) != 1 || len(mw.Webhooks[0].ClientConfig.CABundle) == 0 {
+		if len(mw.Webhooks) != 2 || len(vw.Webhooks) != 2 || len(mw.Webhooks[0].ClientConfig.CABundle) == 0 {
 			t.Error("admission webhooks missing or without caBundle")
 		}
 	})

@@ -1,0 +1,329 @@
+package subjectaccessreview
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// Elevation is one entry of the policy's elevations: a time-bound grant that Subjects may
+// request with an AccessRequest (package elevation) and Approvers approve. From approval to
+// its end the requester holds exactly what Namespaces, ResourceRules and NonResourceRules
+// describe, matched as a rule's are (Rule); before and after, nothing.
+type Elevation struct {
+	// Name identifies the elevation in AccessRequests (spec.elevation) and answers; unique
+	// within a policy, a rule name's characters.
+	Name string `json:"name"`
+	// Subjects may request the elevation: rbac/v1 User or Group subjects, a trailing "*"
+	// a prefix match, as in rules. Service accounts may not request elevations.
+	Subjects []rbacv1.Subject `json:"subjects"`
+	// Approvers may approve, deny and revoke requests: User or Group subjects. The
+	// requester never approves their own request, even when an approver.
+	Approvers []rbacv1.Subject `json:"approvers,omitempty"`
+	// Approvals is how many different approvers must approve: 1 (the default) or 2.
+	Approvals int `json:"approvals,omitempty"`
+	// Namespaces, ResourceRules and NonResourceRules are what the elevation grants, as a
+	// rule's fields.
+	Namespaces       []string          `json:"namespaces,omitempty"`
+	ResourceRules    []ResourceRule    `json:"resourceRules,omitempty"`
+	NonResourceRules []NonResourceRule `json:"nonResourceRules,omitempty"`
+	// MaxDuration is the longest duration a request may ask for, a Go duration ("1h",
+	// "30m"), at most 24h.
+	MaxDuration string `json:"maxDuration"`
+	// RequireReason refuses requests with an empty spec.reason.
+	RequireReason bool `json:"requireReason,omitempty"`
+	// BreakGlass makes a request active at creation, without approval; it needs
+	// requireReason: true, and every such request is notified and audited as any other.
+	BreakGlass bool `json:"breakGlass,omitempty"`
+}
+
+// MaxElevationDuration is the longest maxDuration an elevation may have.
+const MaxElevationDuration = 24 * time.Hour
+
+// ElevationSpec is a validated elevation as the AccessRequest decisions read it.
+type ElevationSpec struct {
+	Name          string
+	MaxDuration   time.Duration
+	Approvals     int
+	RequireReason bool
+	BreakGlass    bool
+	// Namespaces are the elevation's namespace globs; empty: any namespace and cluster scope.
+	Namespaces []string
+}
+
+type compiledElevation struct {
+	spec      ElevationSpec
+	subjects  []rbacv1.Subject
+	approvers []rbacv1.Subject
+	grants    compiledRule
+}
+
+func validateElevations(v *validator, doc *AuthorizationPolicy) {
+	seen := make(map[string]int, len(doc.Elevations))
+	for i := range doc.Elevations {
+		e := &doc.Elevations[i]
+		p := fmt.Sprintf("elevations[%d]", i)
+		switch {
+		case e.Name == "":
+			v.add(p+".name", errRequired)
+		case len(e.Name) > 63 || !dnsLabelRE.MatchString(e.Name):
+			v.add(p+".name", fmt.Sprintf("%q must be at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit (it starts AccessRequest names)", e.Name))
+		default:
+			if j, dup := seen[e.Name]; dup {
+				v.add(p+".name", fmt.Sprintf("%q duplicates elevations[%d].name", e.Name, j))
+			} else {
+				seen[e.Name] = i
+			}
+		}
+		if len(e.Subjects) == 0 {
+			v.add(p+".subjects", errRequired)
+		}
+		for j, s := range e.Subjects {
+			v.personSubject(fmt.Sprintf("%s.subjects[%d]", p, j), s)
+		}
+		if len(e.Approvers) == 0 && !e.BreakGlass {
+			v.add(p+".approvers", "required unless breakGlass is true")
+		}
+		for j, s := range e.Approvers {
+			v.personSubject(fmt.Sprintf("%s.approvers[%d]", p, j), s)
+		}
+		if e.Approvals < 0 || e.Approvals > 2 {
+			v.add(p+".approvals", fmt.Sprintf("%d must be 1 or 2 (0 or omitted: 1)", e.Approvals))
+		}
+		for j, ns := range e.Namespaces {
+			np := fmt.Sprintf("%s.namespaces[%d]", p, j)
+			if ns == "" {
+				v.add(np, "must not be empty (omit namespaces to grant in any namespace and cluster scope)")
+			} else if !nsGlobRE.MatchString(ns) || len(ns) > 63 {
+				v.add(np, fmt.Sprintf("%q must be a namespace name or a glob of one ('*' matches any run of characters)", ns))
+			}
+		}
+		if len(e.ResourceRules) == 0 && len(e.NonResourceRules) == 0 {
+			v.add(p+".resourceRules", "at least one of resourceRules and nonResourceRules is required")
+		}
+		if len(e.Namespaces) > 0 && len(e.NonResourceRules) > 0 {
+			v.add(p+".namespaces", "must be empty when nonResourceRules are set (non-resource requests have no namespace); split the elevation in two")
+		}
+		for j := range e.ResourceRules {
+			v.resourceRule(fmt.Sprintf("%s.resourceRules[%d]", p, j), &e.ResourceRules[j])
+		}
+		for j := range e.NonResourceRules {
+			v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &e.NonResourceRules[j])
+		}
+		if e.MaxDuration == "" {
+			v.add(p+".maxDuration", `required: a Go duration such as "1h" or "30m"`)
+		} else if d, err := time.ParseDuration(e.MaxDuration); err != nil {
+			v.add(p+".maxDuration", fmt.Sprintf("%q is not a Go duration such as \"1h\" or \"30m\"", e.MaxDuration))
+		} else if d <= 0 || d > MaxElevationDuration {
+			v.add(p+".maxDuration", fmt.Sprintf("%q must be positive and at most %s", e.MaxDuration, MaxElevationDuration))
+		}
+		if e.BreakGlass && !e.RequireReason {
+			v.add(p+".requireReason", "must be true when breakGlass is true (a break-glass request is granted without approval, so it must say why)")
+		}
+	}
+}
+
+// personSubject checks a subject of an elevation: a User or a Group, as in rules.
+func (v *validator) personSubject(p string, s rbacv1.Subject) {
+	if s.Kind == rbacv1.ServiceAccountKind {
+		v.add(p+".kind", `"ServiceAccount" is not allowed here: elevations are for people (User or Group)`)
+		return
+	}
+	v.subject(p, s)
+}
+
+func compileElevations(elevations []Elevation) map[string]*compiledElevation {
+	if len(elevations) == 0 {
+		return nil
+	}
+	out := make(map[string]*compiledElevation, len(elevations))
+	for i := range elevations {
+		e := &elevations[i]
+		maxDuration, _ := time.ParseDuration(e.MaxDuration) // validated
+		approvals := e.Approvals
+		if approvals == 0 {
+			approvals = 1
+		}
+		ce := &compiledElevation{
+			spec: ElevationSpec{
+				Name: e.Name, MaxDuration: maxDuration, Approvals: approvals,
+				RequireReason: e.RequireReason, BreakGlass: e.BreakGlass,
+				Namespaces: slices.Clone(e.Namespaces),
+			},
+			subjects:  slices.Clone(e.Subjects),
+			approvers: slices.Clone(e.Approvers),
+		}
+		ce.grants.decision = Decision{Verdict: Allow, Rule: ElevationRulePrefix + e.Name}
+		compileMatchers(&ce.grants, e.Namespaces, e.ResourceRules, e.NonResourceRules)
+		out[e.Name] = ce
+	}
+	return out
+}
+
+// subjectsMatch reports whether one of subjects (User or Group, a trailing "*" a prefix
+// match) matches user or one of groups.
+func subjectsMatch(subjects []rbacv1.Subject, user string, groups []string) bool {
+	match := func(pattern, name string) bool {
+		if base, ok := strings.CutSuffix(pattern, "*"); ok {
+			return strings.HasPrefix(name, base)
+		}
+		return pattern == name
+	}
+	for _, s := range subjects {
+		switch s.Kind {
+		case rbacv1.UserKind:
+			if match(s.Name, user) {
+				return true
+			}
+		case rbacv1.GroupKind:
+			for _, g := range groups {
+				if match(s.Name, g) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Elevation returns the named elevation of the policy; false when there is none. A nil
+// Policy has none.
+func (p *Policy) Elevation(name string) (ElevationSpec, bool) {
+	if p == nil {
+		return ElevationSpec{}, false
+	}
+	e, ok := p.elevations[name]
+	if !ok {
+		return ElevationSpec{}, false
+	}
+	return e.spec, true
+}
+
+// ElevationNames returns the names of the policy's elevations, sorted.
+func (p *Policy) ElevationNames() []string {
+	if p == nil {
+		return nil
+	}
+	names := make([]string, 0, len(p.elevations))
+	for n := range p.elevations {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// MayRequest reports whether the person user (with groups) is one of elevation name's
+// subjects. System users (system:*, service accounts included) never are.
+func (p *Policy) MayRequest(name, user string, groups []string) bool {
+	e, ok := p.elevation(name)
+	return ok && !strings.HasPrefix(user, systemPrefix) && subjectsMatch(e.subjects, user, groups)
+}
+
+// MayApprove reports whether the person user (with groups) is one of elevation name's
+// approvers. It does not know the requester: the caller refuses self-approval.
+func (p *Policy) MayApprove(name, user string, groups []string) bool {
+	e, ok := p.elevation(name)
+	return ok && !strings.HasPrefix(user, systemPrefix) && subjectsMatch(e.approvers, user, groups)
+}
+
+func (p *Policy) elevation(name string) (*compiledElevation, bool) {
+	if p == nil {
+		return nil, false
+	}
+	e, ok := p.elevations[name]
+	return e, ok
+}
+
+// ElevationAllows reports whether elevation name grants the request a. namespace, when set,
+// narrows the grant to that one namespace (an AccessRequest's spec.namespace): then only
+// requests in it match. False for an unknown elevation.
+func (p *Policy) ElevationAllows(name, namespace string, a *Attributes) bool {
+	e, ok := p.elevation(name)
+	if !ok {
+		return false
+	}
+	if namespace != "" && (!a.ResourceRequest || a.Namespace != namespace) {
+		return false
+	}
+	return e.grants.matches(a)
+}
+
+// ElevationNamespaceAllowed reports whether namespace may narrow elevation name: it matches
+// one of the elevation's namespace globs, or the elevation has none (any namespace).
+func (p *Policy) ElevationNamespaceAllowed(name, namespace string) bool {
+	e, ok := p.elevation(name)
+	if !ok {
+		return false
+	}
+	if len(e.grants.namespaces) == 0 {
+		return true
+	}
+	for i := range e.grants.namespaces {
+		if e.grants.namespaces[i].Match(namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// ElevationsAllowing returns, sorted, the elevations a's user may request that would allow
+// a: the hint of a refusal.
+func (p *Policy) ElevationsAllowing(a *Attributes) []string {
+	if p == nil || len(p.elevations) == 0 || exempt(a) || isServiceAccount(a.User) {
+		return nil
+	}
+	var names []string
+	for name, e := range p.elevations {
+		if subjectsMatch(e.subjects, a.User, a.Groups) && e.grants.matches(a) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ActiveGrant is one approved, not yet ended AccessRequest: its requester holds what
+// Elevation grants, narrowed to Namespace when set.
+type ActiveGrant struct {
+	Request, Elevation, Namespace string
+}
+
+// ActiveElevations tells which grants a user holds now (elevation.Store).
+type ActiveElevations interface {
+	Active(user string, now time.Time) []ActiveGrant
+}
+
+// elevationDecision decides a request the rules left without opinion (d): Allow when one of
+// the user's active grants covers it and the user, with the request's groups, is still one
+// of the elevation's subjects ("octogate: elevation NAME (request REQUEST)"), else d
+// with a reason that names the elevations the user may request that would allow it (the
+// Forbidden message kubectl shows then reads "octogate: no rule allows this; elevation
+// prod-debug would: octogate request prod-debug --reason ..."), else d unchanged.
+func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now time.Time, d Decision) Decision {
+	if active != nil {
+		for _, g := range active.Active(a.User, now) {
+			// The requester must still be one of the elevation's subjects, with the groups
+			// of this request: leaving an allowed team ends the grant, as does removing the
+			// elevation from the policy.
+			if p.MayRequest(g.Elevation, a.User, a.Groups) && p.ElevationAllows(g.Elevation, g.Namespace, a) {
+				return Decision{Verdict: Allow, Rule: ElevationRulePrefix + g.Elevation, Reason: "octogate: elevation " + g.Elevation + " (request " + g.Request + ")", elevation: true}
+			}
+		}
+	}
+	names := p.ElevationsAllowing(a)
+	if len(names) == 0 {
+		return d
+	}
+	reason := "no rule allows this; elevation " + names[0] + " would: octogate request " + names[0] + " --reason ..."
+	if len(names) > 1 {
+		reason += " (so would " + strings.Join(names[1:], ", ") + ")"
+	}
+	return Decision{Verdict: NoOpinion, Reason: reason}
+}
+
+// ElevationRulePrefix starts the Rule of a decision an active elevation made
+// ("elevation:prod-debug").
+const ElevationRulePrefix = "elevation:"
