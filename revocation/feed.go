@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ const (
 	MaxPollBytes = 512 << 10
 	// MaxAcks bounds the jtis one poll acknowledges.
 	MaxAcks = 16384
+	// MaxLongPollBytes bounds the body of a poll that waits: a larger one (about 1,300 acks)
+	// is answered at once, so that the polls waiting at once hold at most
+	// MaxLongPolls x MaxLongPollBytes of bodies and acks between them.
+	MaxLongPollBytes = 32 << 10
 	// MaxEventsPerPoll is the most SETs one answer carries, whatever maxEvents asks.
 	MaxEventsPerPoll = 1000
 	// DefaultLongPoll is how long a poll without returnImmediately waits for a new revocation
@@ -284,7 +289,8 @@ func DecodePollRequest(body []byte) (PollRequest, error) {
 // MaxLongPolls waiting at once, or past MaxLongPollsPerClient of its client address, is
 // answered at once as with returnImmediately: never refused, so that whoever holds every slot
 // cannot keep the fleet's receivers from reading the feed (a receiver past its bound refuses
-// every session); they poll again after MinPollInterval.
+// every session); they poll again after MinPollInterval. So is a poll whose body is larger
+// than MaxLongPollBytes.
 func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := door.ReadBody(r)
 	if err != nil || len(body) > MaxPollBytes {
@@ -305,7 +311,7 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.MaxEvents != nil {
 		max = min(*req.MaxEvents, MaxEventsPerPoll)
 	}
-	wait := !req.ReturnImmediately && max > 0
+	wait := !req.ReturnImmediately && max > 0 && len(body) <= MaxLongPollBytes
 	if wait {
 		if release, ok := f.takeSlot(f.clients.Addr(r)); ok {
 			defer release()
@@ -322,8 +328,8 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	since := time.Unix(min(req.Since, maxSince), 0)
 	var timeout <-chan time.Time
 	for {
-		snap, changed := f.log.Snapshot()
-		picked, more := pick(snap, since, ack, max)
+		snap, ids, changed := f.log.snapshot()
+		picked, more := pick(snap, ids, since, ack, max)
 		if len(picked) > 0 || !wait {
 			f.answer(w, r, picked, more)
 			return
@@ -371,15 +377,15 @@ func (f *Feed) takeSlot(client netip.Addr) (func(), bool) {
 // maxSince is the greatest cursor taken as it is: 9999-12-31T23:59:59Z.
 const maxSince = 253402300799
 
-// pick is the first max revocations of snap (oldest first) at or after since that ack does not
-// hold, and whether more remain.
-func pick(snap []Revocation, since time.Time, ack map[string]struct{}, max int) ([]Revocation, bool) {
+// pick is the first max revocations of snap (oldest first, ids their jtis) at or after since
+// that ack does not hold, and whether more remain.
+func pick(snap []Revocation, ids []string, since time.Time, ack map[string]struct{}, max int) ([]Revocation, bool) {
+	// snap is sorted by time: the first at or after since.
+	first, _ := slices.BinarySearchFunc(snap, since, func(rv Revocation, t time.Time) int { return rv.At.Compare(t) })
 	var out []Revocation
-	for _, rv := range snap {
-		if rv.At.Before(since) {
-			continue
-		}
-		if _, ok := ack[rv.ID()]; ok {
+	for i := first; i < len(snap); i++ {
+		rv := snap[i]
+		if _, ok := ack[ids[i]]; ok {
 			continue
 		}
 		if len(out) == max {

@@ -482,3 +482,27 @@ func TestReceiverPacesAFeedThatAnswersAtOnce(t *testing.T) {
 		t.Fatalf("%d polls in 1.5 s, want about one every %v", n, MinPollInterval)
 	}
 }
+
+// TestLargePollsDoNotWait: a poll whose body is above MaxLongPollBytes (a long ack list) is
+// answered at once rather than held, so that waiting polls cannot hold MaxLongPolls bodies of
+// MaxPollBytes; its acks are honoured.
+func TestLargePollsDoNotWait(t *testing.T) {
+	ti := newTestIssuer(t, 5*time.Second)
+	rv := Revocation{UserID: "1002", At: time.Now()}
+	ti.log.Add(rv)
+	acks := []string{rv.ID()}
+	for i := 0; len(strings.Join(acks, `","`)) <= MaxLongPollBytes; i++ {
+		acks = append(acks, "unknown-"+strconv.Itoa(i))
+	}
+	start := time.Now()
+	code, a := ti.poll(t, `{"ack":["`+strings.Join(acks, `","`)+`"]}`)
+	if code != 200 || len(a.Sets) != 0 || time.Since(start) > 2*time.Second {
+		t.Fatalf("a long poll of %d acks: %d %v after %v, want an empty answer at once", len(acks), code, ids(a), time.Since(start))
+	}
+	// A small one waits (and ends empty after the long poll).
+	ti.feed.longPoll = 500 * time.Millisecond
+	start = time.Now()
+	if code, a := ti.poll(t, `{"ack":["`+rv.ID()+`"]}`); code != 200 || len(a.Sets) != 0 || time.Since(start) < 400*time.Millisecond {
+		t.Fatalf("a small long poll: %d %v after %v, want it to wait", code, ids(a), time.Since(start))
+	}
+}
