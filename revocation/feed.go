@@ -48,8 +48,9 @@ const (
 	// polls with returnImmediately are.
 	DefaultMaxLongPolls = 1024
 	// DefaultMaxLongPollsPerClient bounds the polls of one client address waiting at once
-	// (a receiver holds one; a few clusters' replicas may share an egress address); more are
-	// answered at once too.
+	// while half the MaxLongPolls slots are taken (a receiver holds one; the clusters of a
+	// fleet behind one NAT gateway share an address, and take any number of free slots); more
+	// are answered at once too.
 	DefaultMaxLongPollsPerClient = 16
 	// CursorOverlap is how far behind the newest revocation it holds a receiver's "since"
 	// cursor stays: a revocation another replica writes late (within LateAfter, plus the
@@ -83,7 +84,7 @@ type FeedConfig struct {
 	// MaxLongPolls bounds the polls waiting at once (default DefaultMaxLongPolls).
 	MaxLongPolls int
 	// MaxLongPollsPerClient bounds the polls of one client address (ClientAddr) waiting at
-	// once (default DefaultMaxLongPollsPerClient).
+	// once while half the slots are taken (default DefaultMaxLongPollsPerClient).
 	MaxLongPollsPerClient int
 	// ClientAddr finds a poll's client address (OCTOGATE_TRUSTED_PROXIES); the zero Resolver:
 	// the connection's peer.
@@ -286,11 +287,11 @@ func DecodePollRequest(body []byte) (PollRequest, error) {
 // ServeHTTP serves POST <issuer>/ssf/poll: decode -> pick the revocations the receiver lacks,
 // oldest first -> wait for one (long poll) when there are none -> sign and answer. Answers are
 // application/json with Cache-Control: no-store; a bad body is 400 {"error"}. A long poll past
-// MaxLongPolls waiting at once, or past MaxLongPollsPerClient of its client address, is
-// answered at once as with returnImmediately: never refused, so that whoever holds every slot
-// cannot keep the fleet's receivers from reading the feed (a receiver past its bound refuses
-// every session); they poll again after MinPollInterval. So is a poll whose body is larger
-// than MaxLongPollBytes.
+// MaxLongPolls waiting at once, or past MaxLongPollsPerClient of its client address while half
+// the slots are taken, is answered at once as with returnImmediately: never refused, so that
+// whoever holds every slot cannot keep the fleet's receivers from reading the feed (a receiver
+// past its bound refuses every session); they poll again after MinPollInterval. So is a poll
+// whose body is larger than MaxLongPollBytes.
 func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := door.ReadBody(r)
 	if err != nil || len(body) > MaxPollBytes {
@@ -351,21 +352,23 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // takeSlot takes a long poll slot for client, and the function that gives it back; false when
-// MaxLongPolls polls wait already, or MaxLongPollsPerClient of client's.
+// MaxLongPolls polls wait already, or MaxLongPollsPerClient of client's while half the slots
+// are taken: a client can hold many only while nobody else needs them.
 func (f *Feed) takeSlot(client netip.Addr) (func(), bool) {
 	f.waitingMu.Lock()
 	defer f.waitingMu.Unlock()
-	if f.waiting[client] >= f.perClient {
+	if f.waiting[client] >= f.perClient && 2*len(f.slots) >= cap(f.slots) {
 		return nil, false
 	}
+	slots := f.slots
 	select {
-	case f.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
 		return nil, false
 	}
 	f.waiting[client]++
 	return func() {
-		<-f.slots
+		<-slots
 		f.waitingMu.Lock()
 		defer f.waitingMu.Unlock()
 		if f.waiting[client]--; f.waiting[client] <= 0 {

@@ -236,9 +236,9 @@ func TestLongPollsAreBounded(t *testing.T) {
 	}
 	<-ti.feed.slots
 
-	// One client holding its share: its next long poll is answered at once; the slot it
-	// gives back is taken again.
-	ti.feed.slots = make(chan struct{}, 100)
+	// One client holding its share while half the slots are taken: its next long poll is
+	// answered at once; another client's waits.
+	ti.feed.slots = make(chan struct{}, 4)
 	ti.feed.perClient = 2
 	held := make(chan int, 2)
 	for range 2 {
@@ -266,6 +266,15 @@ func TestLongPollsAreBounded(t *testing.T) {
 		defer ti.feed.waitingMu.Unlock()
 		return len(ti.feed.slots) == 0 && len(ti.feed.waiting) == 0
 	})
+	// Below half the slots, one client (a fleet behind one NAT address) takes more than its
+	// share: its third long poll waits.
+	ti.feed.slots = make(chan struct{}, 100)
+	for range 2 {
+		ti.feed.takeSlot(netip.MustParseAddr("192.0.2.10"))
+	}
+	if _, ok := ti.feed.takeSlot(netip.MustParseAddr("192.0.2.10")); !ok {
+		t.Fatal("a third long poll of one client found no slot with 98 free")
+	}
 }
 
 // TestLateRevocationStillReachesAReceiverPastIt: a revocation another replica wrote late

@@ -506,3 +506,25 @@ func TestLargePollsDoNotWait(t *testing.T) {
 		t.Fatalf("a small long poll: %d %v after %v, want it to wait", code, ids(a), time.Since(start))
 	}
 }
+
+// TestReceiverPollsAgainAtOnceAfterANewRevocation: the pacing of MinPollInterval applies to
+// answers with nothing new only: a revocation following another closely arrives as fast.
+func TestReceiverPollsAgainAtOnceAfterANewRevocation(t *testing.T) {
+	ti := newTestIssuer(t, 10*time.Second)
+	ev := &fakeEvictor{}
+	r := newTestReceiver(t, ti, "staging", 0, ev)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a long poll", func() bool { return r.polling.Load() != 0 })
+	ti.log.Add(Revocation{UserID: "1", At: time.Now()})
+	waitFor(t, "the first revocation", func() bool { users, _ := ev.snapshot(); return len(users) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	ti.log.Add(Revocation{UserID: "2", At: time.Now()})
+	waitFor(t, "the second revocation", func() bool { users, _ := ev.snapshot(); return len(users) == 2 })
+	if d := time.Since(start); d >= MinPollInterval-100*time.Millisecond {
+		t.Fatalf("the second revocation took %v, want it well within MinPollInterval (%v)", d, MinPollInterval)
+	}
+}

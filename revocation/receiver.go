@@ -97,6 +97,7 @@ type Receiver struct {
 	orphans    chan Revocation
 	endpoint   string
 	seen       map[string]time.Time // jti -> event time
+	applied    int                  // new revocations the last pollOnce applied
 }
 
 type receiverMetrics struct {
@@ -264,9 +265,10 @@ func (r *Receiver) Run(ctx context.Context) error {
 			healthy = true
 		}
 		failures, immediately = 0, false
-		// A feed that answers a long poll at once (an issuer with every long poll slot taken,
-		// or one that misbehaves) is polled at most every MinPollInterval, not in a loop.
-		if wait := MinPollInterval - r.now().Sub(start); wait > 0 {
+		// A feed that answers a long poll at once with nothing new (an issuer with every long
+		// poll slot taken, or one that misbehaves) is polled at most every MinPollInterval,
+		// not in a loop; after a new revocation the next poll starts at once.
+		if wait := MinPollInterval - r.now().Sub(start); wait > 0 && r.applied == 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -290,6 +292,7 @@ func errText(err error) string {
 // available, up to maxRounds polls: past them Run's next poll goes on), and applies what it
 // read.
 func (r *Receiver) pollOnce(ctx context.Context, immediately bool) error {
+	r.applied = 0
 	for range maxRounds {
 		more, err := r.pollRound(ctx, immediately)
 		if err != nil || !more {
@@ -438,6 +441,7 @@ func (r *Receiver) applyAll(ctx context.Context, sets map[string]string) error {
 			r.seen[jti] = rv.At
 		}
 		r.apply(rv)
+		r.applied++
 	}
 	if bad > 0 {
 		r.cfg.Logger.Warn("revocation events from the trusted issuer's feed were skipped", "issuer", r.cfg.Issuer, "skipped", bad, "first", errText(firstBad))
