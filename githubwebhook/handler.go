@@ -98,7 +98,8 @@ type Config struct {
 	// every member_removed of an allowed org that is acted on: after GitHub confirms it with
 	// Members, or as delivered without, so that every cluster reading the issuer's revocation
 	// feed orphans the leaver's namespaces too. It is told whether or not this cluster has
-	// namespaces of theirs, and whether or not Orphaner is set.
+	// namespaces of theirs, and whether or not Orphaner is set; once per payload (Removals):
+	// a redelivery or a replay of the signed payload under a new delivery id tells it nothing.
 	Leavers Leavers
 	// Removals records the member_removed payloads acted on, so that a signed body sent
 	// again under a new X-GitHub-Delivery orphans nothing (its eviction is repeated, which is
@@ -362,7 +363,7 @@ func (h *Handler) act(ctx context.Context, d decision, digest string) (answer, i
 		ctx, cancel := context.WithTimeout(ctx, orphanTimeout)
 		defer cancel()
 		if h.orphaner == nil {
-			return h.tellFleet(ctx, *d.orphan, a)
+			return h.tellFleet(ctx, *d.orphan, digest, a)
 		}
 		return h.orphan(ctx, *d.orphan, digest, a)
 	}
@@ -400,7 +401,7 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 			return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
 		}
 		if n == 0 {
-			return h.tellFleet(ctx, o, a)
+			return h.tellFleet(ctx, o, digest, a)
 		}
 	}
 	first, err := h.removals.Claim(ctx, digest)
@@ -438,15 +439,28 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 	return a, http.StatusOK
 }
 
-// tellFleet tells Leavers of a removal this cluster has nothing to orphan for, once GitHub
-// confirms it (with Members). Without Leavers it changes nothing.
-func (h *Handler) tellFleet(ctx context.Context, o orphanCall, a answer) (answer, int) {
+// tellFleet tells Leavers of a removal this cluster has nothing to orphan for (no controller
+// runs here, or the user has no namespace here), once per payload (Removals, as orphan does:
+// every leaver marker is a new revocation event on the feed, and every cluster reading it acts
+// on it) and once GitHub confirms it (with Members). Without Leavers it changes nothing.
+func (h *Handler) tellFleet(ctx context.Context, o orphanCall, digest string, a answer) (answer, int) {
 	if h.leavers == nil {
+		return a, http.StatusOK
+	}
+	first, err := h.removals.Claim(ctx, digest)
+	if err != nil {
+		return answer{Result: "error", Evicted: a.Evicted, cause: err,
+			Message: "recording the removal failed; redeliver this delivery to retry"}, http.StatusInternalServerError
+	}
+	if !first {
+		a.Result = resultStaleRemoval
+		a.Message = "this removal was acted on before (the same signed payload): the other clusters are not told again"
 		return a, http.StatusOK
 	}
 	if h.members != nil {
 		member, err := h.members.IsMember(ctx, o.org, o.uid)
 		if err != nil {
+			h.release(ctx, digest)
 			return answer{Result: "error", Evicted: a.Evicted, cause: err,
 				Message: "GitHub could not confirm that the user left the organization; redeliver this delivery to retry"}, http.StatusBadGateway
 		}

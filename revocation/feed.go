@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/octogate/octogate/internal/clientaddr"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/webhooks/door"
 )
@@ -31,14 +34,24 @@ const (
 	MaxPollBytes = 512 << 10
 	// MaxAcks bounds the jtis one poll acknowledges.
 	MaxAcks = 16384
+	// MaxLongPollBytes bounds the body of a poll that waits: a larger one (about 1,300 acks)
+	// is answered at once, so that the polls waiting at once hold at most
+	// MaxLongPolls x MaxLongPollBytes of bodies and acks between them.
+	MaxLongPollBytes = 32 << 10
 	// MaxEventsPerPoll is the most SETs one answer carries, whatever maxEvents asks.
 	MaxEventsPerPoll = 1000
 	// DefaultLongPoll is how long a poll without returnImmediately waits for a new revocation
 	// before it answers with none: below the webhook server's 35 s write timeout and the
 	// receivers' PollTimeout.
 	DefaultLongPoll = 25 * time.Second
-	// DefaultMaxLongPolls bounds the polls waiting at once; more are answered 429.
+	// DefaultMaxLongPolls bounds the polls waiting at once; more are answered at once, as
+	// polls with returnImmediately are.
 	DefaultMaxLongPolls = 1024
+	// DefaultMaxLongPollsPerClient bounds the polls of one client address waiting at once
+	// while half the MaxLongPolls slots are taken (a receiver holds one; the clusters of a
+	// fleet behind one NAT gateway share an address, and take any number of free slots); more
+	// are answered at once too.
+	DefaultMaxLongPollsPerClient = 16
 	// CursorOverlap is how far behind the newest revocation it holds a receiver's "since"
 	// cursor stays: a revocation another replica writes late (within LateAfter, plus the
 	// Kubernetes watch's delay) still reaches it.
@@ -70,7 +83,13 @@ type FeedConfig struct {
 	LongPoll time.Duration
 	// MaxLongPolls bounds the polls waiting at once (default DefaultMaxLongPolls).
 	MaxLongPolls int
-	Logger       *slog.Logger
+	// MaxLongPollsPerClient bounds the polls of one client address (ClientAddr) waiting at
+	// once while half the slots are taken (default DefaultMaxLongPollsPerClient).
+	MaxLongPollsPerClient int
+	// ClientAddr finds a poll's client address (OCTOGATE_TRUSTED_PROXIES); the zero Resolver:
+	// the connection's peer.
+	ClientAddr clientaddr.Resolver
+	Logger     *slog.Logger
 }
 
 // Feed serves the issuer's revocations as Security Event Tokens (RFC 8417) by poll delivery
@@ -83,8 +102,13 @@ type Feed struct {
 	log         *Log
 	longPoll    time.Duration
 	slots       chan struct{}
+	perClient   int
+	clients     clientaddr.Resolver
 	logger      *slog.Logger
 	now         func() time.Time
+
+	waitingMu sync.Mutex
+	waiting   map[netip.Addr]int // long polls waiting, by client address
 
 	mu     sync.Mutex
 	signed map[string]string // jti + "." + kid -> SET, so that a SET is signed once per key
@@ -99,8 +123,11 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 		return nil, errors.New("revocation: Keys is nil")
 	case cfg.Log == nil:
 		return nil, errors.New("revocation: Log is nil")
-	case cfg.LongPoll < 0 || cfg.MaxLongPolls < 0:
-		return nil, errors.New("revocation: LongPoll and MaxLongPolls must not be negative")
+	case cfg.LongPoll < 0 || cfg.MaxLongPolls < 0 || cfg.MaxLongPollsPerClient < 0:
+		return nil, errors.New("revocation: LongPoll, MaxLongPolls and MaxLongPollsPerClient must not be negative")
+	}
+	if cfg.MaxLongPollsPerClient == 0 {
+		cfg.MaxLongPollsPerClient = DefaultMaxLongPollsPerClient
 	}
 	if cfg.LongPoll == 0 {
 		cfg.LongPoll = DefaultLongPoll
@@ -113,7 +140,8 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 	}
 	issuer := strings.TrimSuffix(cfg.Issuer, "/")
 	return &Feed{issuer: issuer, aud: StreamAudience(issuer), keys: cfg.Keys, log: cfg.Log, longPoll: cfg.LongPoll,
-		slots: make(chan struct{}, cfg.MaxLongPolls), logger: cfg.Logger, now: time.Now, signed: map[string]string{}}, nil
+		slots: make(chan struct{}, cfg.MaxLongPolls), perClient: cfg.MaxLongPollsPerClient, clients: cfg.ClientAddr,
+		logger: cfg.Logger, now: time.Now, signed: map[string]string{}, waiting: map[netip.Addr]int{}}, nil
 }
 
 // MaxLongPolls is the bound of polls waiting at once (the route's in-flight budget must allow
@@ -258,8 +286,12 @@ func DecodePollRequest(body []byte) (PollRequest, error) {
 
 // ServeHTTP serves POST <issuer>/ssf/poll: decode -> pick the revocations the receiver lacks,
 // oldest first -> wait for one (long poll) when there are none -> sign and answer. Answers are
-// application/json with Cache-Control: no-store; a bad body is 400 {"error"}; more waiting
-// polls than MaxLongPolls are 429 with Retry-After.
+// application/json with Cache-Control: no-store; a bad body is 400 {"error"}. A long poll past
+// MaxLongPolls waiting at once, or past MaxLongPollsPerClient of its client address while half
+// the slots are taken, is answered at once as with returnImmediately: never refused, so that
+// whoever holds every slot cannot keep the fleet's receivers from reading the feed (a receiver
+// past its bound refuses every session); they poll again after MinPollInterval. So is a poll
+// whose body is larger than MaxLongPollBytes.
 func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := door.ReadBody(r)
 	if err != nil || len(body) > MaxPollBytes {
@@ -280,27 +312,25 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.MaxEvents != nil {
 		max = min(*req.MaxEvents, MaxEventsPerPoll)
 	}
-	wait := !req.ReturnImmediately && max > 0
+	wait := !req.ReturnImmediately && max > 0 && len(body) <= MaxLongPollBytes
 	if wait {
-		select {
-		case f.slots <- struct{}{}:
-			defer func() { <-f.slots }()
-		default:
-			door.Record(r.Context(), door.Outcome{Decision: "throttled", Reason: "too many waiting polls"})
-			w.Header().Set("Retry-After", "1")
-			door.WriteError(w, http.StatusTooManyRequests, "too many polls waiting; retry")
-			return
+		if release, ok := f.takeSlot(f.clients.Addr(r)); ok {
+			defer release()
+		} else {
+			wait = false
 		}
 	}
 	ack := make(map[string]struct{}, len(req.Ack))
 	for _, a := range req.Ack {
 		ack[a] = struct{}{}
 	}
-	since := time.Unix(req.Since, 0)
+	// time.Unix overflows past year 292277026596 into the far past: a cursor beyond
+	// year 9999 is taken as year 9999 (nothing is that new).
+	since := time.Unix(min(req.Since, maxSince), 0)
 	var timeout <-chan time.Time
 	for {
-		snap, changed := f.log.Snapshot()
-		picked, more := pick(snap, since, ack, max)
+		snap, ids, changed := f.log.snapshot()
+		picked, more := pick(snap, ids, since, ack, max)
 		if len(picked) > 0 || !wait {
 			f.answer(w, r, picked, more)
 			return
@@ -321,15 +351,44 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// pick is the first max revocations of snap (oldest first) at or after since that ack does not
-// hold, and whether more remain.
-func pick(snap []Revocation, since time.Time, ack map[string]struct{}, max int) ([]Revocation, bool) {
-	var out []Revocation
-	for _, rv := range snap {
-		if rv.At.Before(since) {
-			continue
+// takeSlot takes a long poll slot for client, and the function that gives it back; false when
+// MaxLongPolls polls wait already, or MaxLongPollsPerClient of client's while half the slots
+// are taken: a client can hold many only while nobody else needs them.
+func (f *Feed) takeSlot(client netip.Addr) (func(), bool) {
+	f.waitingMu.Lock()
+	defer f.waitingMu.Unlock()
+	if f.waiting[client] >= f.perClient && 2*len(f.slots) >= cap(f.slots) {
+		return nil, false
+	}
+	slots := f.slots
+	select {
+	case slots <- struct{}{}:
+	default:
+		return nil, false
+	}
+	f.waiting[client]++
+	return func() {
+		<-slots
+		f.waitingMu.Lock()
+		defer f.waitingMu.Unlock()
+		if f.waiting[client]--; f.waiting[client] <= 0 {
+			delete(f.waiting, client)
 		}
-		if _, ok := ack[rv.ID()]; ok {
+	}, true
+}
+
+// maxSince is the greatest cursor taken as it is: 9999-12-31T23:59:59Z.
+const maxSince = 253402300799
+
+// pick is the first max revocations of snap (oldest first, ids their jtis) at or after since
+// that ack does not hold, and whether more remain.
+func pick(snap []Revocation, ids []string, since time.Time, ack map[string]struct{}, max int) ([]Revocation, bool) {
+	// snap is sorted by time: the first at or after since.
+	first, _ := slices.BinarySearchFunc(snap, since, func(rv Revocation, t time.Time) int { return rv.At.Compare(t) })
+	var out []Revocation
+	for i := first; i < len(snap); i++ {
+		rv := snap[i]
+		if _, ok := ack[ids[i]]; ok {
 			continue
 		}
 		if len(out) == max {

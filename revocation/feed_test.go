@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +21,10 @@ type testIssuer struct {
 	url  string
 	log  *Log
 	feed *Feed
+	keys *session.Keys
 	srv  *httptest.Server
+	// pollHandler, when set, answers the polls instead of feed.
+	pollHandler http.Handler
 }
 
 func newTestIssuer(t testing.TB, longPoll time.Duration) *testIssuer {
@@ -29,7 +33,7 @@ func newTestIssuer(t testing.TB, longPoll time.Duration) *testIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ti := &testIssuer{log: NewLog(time.Hour)}
+	ti := &testIssuer{log: NewLog(time.Hour), keys: keys}
 	mux := http.NewServeMux()
 	ti.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(ti.srv.Close)
@@ -44,7 +48,13 @@ func newTestIssuer(t testing.TB, longPoll time.Duration) *testIssuer {
 	mux.Handle(jwks, session.NewJWKSHandler(keys))
 	mux.Handle(conf, ti.feed.ConfigurationHandler())
 	mux.Handle(stream, ti.feed.StreamHandler())
-	mux.Handle(poll, ti.feed)
+	mux.Handle(poll, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ti.pollHandler != nil {
+			ti.pollHandler.ServeHTTP(w, r)
+			return
+		}
+		ti.feed.ServeHTTP(w, r)
+	}))
 	return ti
 }
 
@@ -203,16 +213,67 @@ func TestLongPollWakesOnANewRevocation(t *testing.T) {
 	}
 }
 
-// TestLongPollsAreBounded: past MaxLongPolls waiting polls, another is 429.
+// TestLongPollsAreBounded: past MaxLongPolls waiting polls, or past MaxLongPollsPerClient of
+// one client address, another long poll is answered at once with what there is (never
+// refused), so that a flood of long polls cannot keep a receiver from reading the feed.
 func TestLongPollsAreBounded(t *testing.T) {
 	ti := newTestIssuer(t, 5*time.Second)
+	rv := Revocation{UserID: "1002", At: time.Now().Add(-time.Minute)}
+	ti.log.Add(rv)
+	ack := `{"ack":["` + rv.ID() + `"]}`
+	// Every slot taken.
 	ti.feed.slots = make(chan struct{}, 1)
 	ti.feed.slots <- struct{}{}
-	if code, _ := ti.poll(t, `{}`); code != http.StatusTooManyRequests {
-		t.Fatalf("%d, want 429", code)
+	start := time.Now()
+	if code, a := ti.poll(t, ack); code != 200 || len(a.Sets) != 0 {
+		t.Fatalf("%d %v, want 200 with nothing", code, a)
 	}
-	if code, _ := ti.poll(t, `{"returnImmediately":true}`); code != 200 {
-		t.Fatalf("an immediate poll: %d, want 200", code)
+	if code, a := ti.poll(t, `{}`); code != 200 || !slices.Equal(ids(a), sortedIDs(rv)) {
+		t.Fatalf("%d %v, want 200 with %v", code, ids(a), sortedIDs(rv))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("polls past the bound waited %v, want an answer at once", d)
+	}
+	<-ti.feed.slots
+
+	// One client holding its share while half the slots are taken: its next long poll is
+	// answered at once; another client's waits.
+	ti.feed.slots = make(chan struct{}, 4)
+	ti.feed.perClient = 2
+	held := make(chan int, 2)
+	for range 2 {
+		go func() { code, _ := ti.poll(t, ack); held <- code }()
+	}
+	waitFor(t, "two waiting polls", func() bool { return len(ti.feed.slots) == 2 })
+	start = time.Now()
+	if code, a := ti.poll(t, ack); code != 200 || len(a.Sets) != 0 || time.Since(start) > 2*time.Second {
+		t.Fatalf("a third long poll of one client: %d %v after %v, want an empty answer at once", code, a, time.Since(start))
+	}
+	// Another client is not held back by the first one's: a revocation wakes its long poll.
+	give, ok := ti.feed.takeSlot(netip.MustParseAddr("192.0.2.9"))
+	if !ok {
+		t.Fatal("another client's long poll found no slot")
+	}
+	give()
+	ti.log.Add(Revocation{UserID: "1003", At: time.Now()})
+	for range 2 {
+		if code := <-held; code != 200 {
+			t.Fatalf("a waiting poll: %d", code)
+		}
+	}
+	waitFor(t, "every slot given back", func() bool {
+		ti.feed.waitingMu.Lock()
+		defer ti.feed.waitingMu.Unlock()
+		return len(ti.feed.slots) == 0 && len(ti.feed.waiting) == 0
+	})
+	// Below half the slots, one client (a fleet behind one NAT address) takes more than its
+	// share: its third long poll waits.
+	ti.feed.slots = make(chan struct{}, 100)
+	for range 2 {
+		ti.feed.takeSlot(netip.MustParseAddr("192.0.2.10"))
+	}
+	if _, ok := ti.feed.takeSlot(netip.MustParseAddr("192.0.2.10")); !ok {
+		t.Fatal("a third long poll of one client found no slot with 98 free")
 	}
 }
 

@@ -17,6 +17,7 @@ type Log struct {
 	mu      sync.Mutex
 	entries map[string]Revocation
 	sorted  []Revocation  // entries by At then key; nil when it must be built again
+	ids     []string      // the jtis of sorted (Revocation.ID), computed once per entry
 	changed chan struct{} // closed (and replaced) when an entry is added
 }
 
@@ -48,24 +49,34 @@ func (l *Log) Add(r Revocation) {
 // Snapshot is the kept revocations, oldest first (by At, then key), and a channel closed when
 // one is added. The slice is shared: callers must not change it.
 func (l *Log) Snapshot() ([]Revocation, <-chan struct{}) {
+	s, _, changed := l.snapshot()
+	return s, changed
+}
+
+// snapshot is Snapshot with the jtis of its revocations (ids[i] = s[i].ID()), shared too.
+func (l *Log) snapshot() (s []Revocation, ids []string, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	if l.sorted != nil && (len(l.sorted) == 0 || now.Sub(l.sorted[0].At) <= l.keep) {
-		return l.sorted, l.changed
+		return l.sorted, l.ids, l.changed
 	}
 	for k, r := range l.entries {
 		if now.Sub(r.At) > l.keep {
 			delete(l.entries, k)
 		}
 	}
-	s := make([]Revocation, 0, len(l.entries))
+	s = make([]Revocation, 0, len(l.entries))
 	for _, r := range l.entries {
 		s = append(s, r)
 	}
 	slices.SortFunc(s, func(a, b Revocation) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.key(), b.key()))
 	})
-	l.sorted = s
-	return s, l.changed
+	ids = make([]string, len(s))
+	for i, r := range s {
+		ids[i] = r.ID()
+	}
+	l.sorted, l.ids = s, ids
+	return s, ids, l.changed
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +33,19 @@ const DefaultMaxStaleness = 5 * time.Minute
 
 // maxAnswerBytes bounds a poll's answer a receiver reads.
 const maxAnswerBytes = MaxEventsPerPoll*MaxEventBytes/4 + 64<<10
+
+// MinPollInterval is the least time between the starts of a receiver's polls in Run, so that a
+// feed answering long polls at once is not polled in a loop; within the fleet's 2 s bound.
+const MinPollInterval = 500 * time.Millisecond
+
+// maxRounds bounds the polls pollOnce makes while the feed says more is available: a log the
+// issuer holds takes about MaxEntries/MaxEventsPerPoll of them; a feed that always says more
+// is polled again by Run, not recursively.
+const maxRounds = 4 * MaxEntries / MaxEventsPerPoll
+
+// maxSeen bounds the jtis a receiver keeps and acknowledges: below the feed's MaxAcks, so that a
+// burst of revocations within CursorOverlap never makes its polls too large to be answered.
+const maxSeen = MaxAcks / 2
 
 // Orphaner orphans the namespaces of a leaver (ownership.Orphaner.OrphanUnlessGivenBack: a
 // namespace an admin gave back stays given back).
@@ -68,18 +83,21 @@ type ReceiverConfig struct {
 // them as ack with its cursor since, so that the issuer, which keeps nothing per receiver,
 // answers only what is new. Safe for concurrent use; Run runs once.
 type Receiver struct {
-	cfg      ReceiverConfig
-	aud      string
-	keys     *jwks.Remote
-	poller   *http.Client
-	now      func() time.Time
-	started  time.Time
-	lastSync atomic.Int64 // Unix nanoseconds of the last answered poll; 0: none
-	polling  atomic.Int64 // Unix nanoseconds a poll started after a good one; 0: none
-	metrics  receiverMetrics
-	orphans  chan Revocation
-	endpoint string
-	seen     map[string]time.Time // jti -> event time
+	cfg    ReceiverConfig
+	aud    string
+	keys   *jwks.Remote
+	poller *http.Client
+	// docTimeout bounds reading one discovery document: the client's timeout, or 5 s.
+	docTimeout time.Duration
+	now        func() time.Time
+	started    time.Time
+	lastSync   atomic.Int64 // Unix nanoseconds of the last answered poll; 0: none
+	polling    atomic.Int64 // Unix nanoseconds a poll started after a good one; 0: none
+	metrics    receiverMetrics
+	orphans    chan Revocation
+	endpoint   string
+	seen       map[string]time.Time // jti -> event time
+	applied    int                  // new revocations the last pollOnce applied
 }
 
 type receiverMetrics struct {
@@ -105,7 +123,13 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	}
 	issuer := strings.TrimSuffix(cfg.Issuer, "/")
 	cfg.Issuer = issuer
-	poller := *cfg.Client
+	// The feed is read from the issuer's own origin only: a redirect (to another host, or to
+	// http://) is an error, not followed, so that whoever answers the issuer's URL with a 3xx
+	// cannot serve a feed that keeps this verifier fresh while it withholds revocations.
+	client := *cfg.Client
+	client.CheckRedirect = refuseRedirect
+	cfg.Client = &client
+	poller := client
 	poller.Timeout = PollTimeout
 	m, err := newReceiverMetrics(cfg.Registerer)
 	if err != nil {
@@ -115,12 +139,16 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	r := &Receiver{cfg: cfg, aud: StreamAudience(issuer), poller: &poller, now: time.Now, metrics: m,
+	r := &Receiver{cfg: cfg, aud: StreamAudience(issuer), poller: &poller, docTimeout: timeout, now: time.Now, metrics: m,
 		keys:    &jwks.Remote{Issuer: issuer, Client: cfg.Client, Type: jwks.EC, Timeout: timeout, MinRefresh: session.MinRefreshInterval, Now: time.Now},
 		orphans: make(chan Revocation, 1024), seen: map[string]time.Time{}}
 	r.started = r.now()
 	return r, nil
 }
+
+// refuseRedirect is an http.Client's CheckRedirect that follows no redirect: the 3xx answer
+// is returned as it is.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func newReceiverMetrics(reg prometheus.Registerer) (receiverMetrics, error) {
 	m := receiverMetrics{
@@ -206,6 +234,7 @@ func (r *Receiver) Run(ctx context.Context) error {
 	var lastErr error
 	immediately := true
 	for ctx.Err() == nil {
+		start := r.now()
 		err := r.pollOnce(ctx, immediately)
 		if ctx.Err() != nil {
 			return nil
@@ -236,6 +265,18 @@ func (r *Receiver) Run(ctx context.Context) error {
 			healthy = true
 		}
 		failures, immediately = 0, false
+		// A feed that answers a long poll at once with nothing new (an issuer with every long
+		// poll slot taken, or one that misbehaves) is polled at most every MinPollInterval,
+		// not in a loop; after a new revocation the next poll starts at once.
+		if wait := MinPollInterval - r.now().Sub(start); wait > 0 && r.applied == 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
 	}
 	return nil
 }
@@ -247,13 +288,27 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// pollOnce discovers the feed when needed, polls once (and again while more is available),
-// and applies what it read.
+// pollOnce discovers the feed when needed, polls once (and again at once while more is
+// available, up to maxRounds polls: past them Run's next poll goes on), and applies what it
+// read.
 func (r *Receiver) pollOnce(ctx context.Context, immediately bool) error {
+	r.applied = 0
+	for range maxRounds {
+		more, err := r.pollRound(ctx, immediately)
+		if err != nil || !more {
+			return err
+		}
+		immediately = true
+	}
+	return nil
+}
+
+// pollRound is one poll: whether the answer said more is available, or an error.
+func (r *Receiver) pollRound(ctx context.Context, immediately bool) (bool, error) {
 	if r.endpoint == "" {
 		ep, err := r.discover(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.endpoint = ep
 	}
@@ -265,46 +320,49 @@ func (r *Receiver) pollOnce(ctx context.Context, immediately bool) error {
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(b))
 	if err != nil {
-		return err
+		return false, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := r.poller.Do(hreq)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", r.endpoint, err)
+		return false, fmt.Errorf("POST %s: %w", r.endpoint, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", r.endpoint, err)
+		return false, fmt.Errorf("POST %s: %w", r.endpoint, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		if resp.StatusCode == http.StatusNotFound {
 			r.endpoint = "" // discover again: the issuer may have moved its feed
 		}
-		return fmt.Errorf("POST %s: %s", r.endpoint, resp.Status)
+		return false, fmt.Errorf("POST %s: %s", r.endpoint, resp.Status)
 	}
 	if len(body) > maxAnswerBytes {
-		return fmt.Errorf("POST %s: answer larger than %d bytes", r.endpoint, maxAnswerBytes)
+		return false, fmt.Errorf("POST %s: answer larger than %d bytes", r.endpoint, maxAnswerBytes)
 	}
 	var a PollAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return fmt.Errorf("POST %s: the answer is not a poll answer: %w", r.endpoint, err)
+		return false, fmt.Errorf("POST %s: the answer is not a poll answer: %w", r.endpoint, err)
 	}
 	if err := r.applyAll(ctx, a.Sets); err != nil {
-		return err
+		return false, err
 	}
 	// The feed's state is known as of the request: the answer held everything older.
 	r.lastSync.Store(start.UnixNano())
 	r.metrics.lastSuccess.Set(float64(start.Unix()))
-	if a.MoreAvailable {
-		return r.pollOnce(ctx, true)
-	}
-	return nil
+	return a.MoreAvailable, nil
 }
 
-// request is the next poll: since = the newest revocation's time less CursorOverlap, ack = the
-// jtis applied from since on; older jtis are forgotten.
+// request is the next poll: since = the newest revocation's time (no later than now: an event
+// time in the future must not move the cursor past revocations still to come) less
+// CursorOverlap, ack = the jtis applied from since on; older jtis are forgotten. Past maxSeen
+// jtis from since on, since moves up to the second after the newest it drops, so that the
+// poll stays within the feed's MaxAcks: under such a burst a late revocation written with an
+// older time than since can be missed (the bound is far above what one issuer writes in
+// CursorOverlap in practice).
 func (r *Receiver) request(immediately bool) PollRequest {
+	now := r.now()
 	var newest time.Time
 	for _, at := range r.seen {
 		if at.After(newest) {
@@ -315,13 +373,31 @@ func (r *Receiver) request(immediately bool) PollRequest {
 	if newest.IsZero() {
 		return req
 	}
-	since := newest.Add(-CursorOverlap)
-	req.Since = since.Unix()
+	if newest.After(now) {
+		newest = now
+	}
+	since := newest.Add(-CursorOverlap).Truncate(time.Second)
 	for jti, at := range r.seen {
 		if at.Before(since) {
 			delete(r.seen, jti)
-			continue
 		}
+	}
+	if len(r.seen) > maxSeen {
+		times := make([]time.Time, 0, len(r.seen))
+		for _, at := range r.seen {
+			times = append(times, at.Truncate(time.Second))
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
+		// The maxSeen+1st newest is dropped, and every jti of its second with it.
+		since = times[maxSeen].Add(time.Second)
+		for jti, at := range r.seen {
+			if at.Before(since) {
+				delete(r.seen, jti)
+			}
+		}
+	}
+	req.Since = since.Unix()
+	for jti := range r.seen {
 		req.Ack = append(req.Ack, jti)
 	}
 	return req
@@ -354,11 +430,18 @@ func (r *Receiver) applyAll(ctx context.Context, sets map[string]string) error {
 			r.seen[jti] = r.now()
 			continue
 		}
+		if _, ok := r.seen[rv.ID()]; ok {
+			// Applied before (a SET sent again, under its jti or another): once is enough,
+			// a leaver's namespaces are not orphaned twice.
+			r.metrics.events.WithLabelValues(kindLabel(rv.Kind()), "skipped").Inc()
+			continue
+		}
 		r.seen[rv.ID()] = rv.At
 		if jti != rv.ID() && len(jti) <= maxIDBytes {
 			r.seen[jti] = rv.At
 		}
 		r.apply(rv)
+		r.applied++
 	}
 	if bad > 0 {
 		r.cfg.Logger.Warn("revocation events from the trusted issuer's feed were skipped", "issuer", r.cfg.Issuer, "skipped", bad, "first", errText(firstBad))
@@ -459,20 +542,25 @@ func (r *Receiver) verify(ctx context.Context, set string) (Revocation, bool, er
 
 // discover reads <issuer>/.well-known/ssf-configuration and the stream it names, and returns
 // the poll endpoint.
+//
+// Both documents and the poll endpoint must be https URLs of the issuer's own origin (scheme,
+// host and port): the documents are not signed, so an endpoint elsewhere (or on http://) could
+// answer every poll with nothing and keep this verifier fresh while revocations wait. Each
+// document is read within docTimeout.
 func (r *Receiver) discover(ctx context.Context) (string, error) {
 	var c Configuration
 	if err := r.getJSON(ctx, r.cfg.Issuer+ConfigurationPath, &c); err != nil {
 		return "", err
 	}
-	if strings.TrimSuffix(c.Issuer, "/") != r.cfg.Issuer || c.ConfigurationEndpoint == "" {
-		return "", fmt.Errorf("%s: issuer %q or configuration_endpoint does not match", r.cfg.Issuer+ConfigurationPath, clip(c.Issuer))
+	if strings.TrimSuffix(c.Issuer, "/") != r.cfg.Issuer || !sameOrigin(c.ConfigurationEndpoint, r.cfg.Issuer) {
+		return "", fmt.Errorf("%s: issuer %q or configuration_endpoint %q is not the issuer's", r.cfg.Issuer+ConfigurationPath, clip(c.Issuer), clip(c.ConfigurationEndpoint))
 	}
 	var s Stream
 	if err := r.getJSON(ctx, c.ConfigurationEndpoint, &s); err != nil {
 		return "", err
 	}
-	if s.Delivery.Method != PollDeliveryMethod || !strings.HasPrefix(s.Delivery.EndpointURL, "https://") {
-		return "", fmt.Errorf("%s: no https poll delivery (method %q)", c.ConfigurationEndpoint, clip(s.Delivery.Method))
+	if s.Delivery.Method != PollDeliveryMethod || !sameOrigin(s.Delivery.EndpointURL, r.cfg.Issuer) {
+		return "", fmt.Errorf("%s: no poll delivery on the issuer's origin (method %q, endpoint_url %q)", c.ConfigurationEndpoint, clip(s.Delivery.Method), clip(s.Delivery.EndpointURL))
 	}
 	if s.Audience != "" {
 		r.aud = s.Audience
@@ -480,7 +568,20 @@ func (r *Receiver) discover(ctx context.Context) (string, error) {
 	return s.Delivery.EndpointURL, nil
 }
 
+// sameOrigin reports whether raw is an https URL with the scheme and host (port included) of
+// issuer, without user information.
+func sameOrigin(raw, issuer string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || u.Scheme != "https" {
+		return false
+	}
+	iu, err := url.Parse(issuer)
+	return err == nil && u.Host == iu.Host && u.Host != ""
+}
+
 func (r *Receiver) getJSON(ctx context.Context, url string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, r.docTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

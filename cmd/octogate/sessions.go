@@ -159,18 +159,27 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 	}
 	server.Handle(session.RevokeRoute(cfg.SessionIssuer), "session-revoke", logout, webhooks.WithoutClientCert(),
 		webhooks.WithMaxBodyBytes(logout.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
-	// The revocation feed: public like the JWKS (it names only GitHub ids, teams, clusters and
-	// times), with its own in-flight budget for the long polls.
-	feed, err := revocation.NewFeed(revocation.FeedConfig{Issuer: cfg.SessionIssuer, Keys: keys, Log: revs.log, Logger: log})
+	if err := mountFeed(server, cfg, keys, revs.log, log); err != nil {
+		return nil, err
+	}
+	log.Info("issuing sessions", "issuer", x.Issuer(), "clusters", clusters.Names(), "ttl", cfg.SessionTTL,
+		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
+	return clusters.Run, nil
+}
+
+// mountFeed mounts the issuer's revocation feed serving l: public like the JWKS (it names only
+// GitHub ids, teams, clusters and times), a poll body up to revocation.MaxPollBytes of JSON,
+// with its own in-flight budget for the long polls.
+func mountFeed(server *webhooks.Server, cfg serveConfig, keys session.KeySource, l *revocation.Log, log *slog.Logger) error {
+	feed, err := revocation.NewFeed(revocation.FeedConfig{Issuer: cfg.SessionIssuer, Keys: keys, Log: l,
+		ClientAddr: clientAddrs(cfg), Logger: log})
 	if err != nil {
-		return nil, namedError(err)
+		return namedError(err)
 	}
 	ssfConfig, ssfStream, ssfPoll := revocation.Routes(cfg.SessionIssuer)
 	server.HandleGet(ssfConfig, "ssf-configuration", feed.ConfigurationHandler())
 	server.HandleGet(ssfStream, "ssf-stream", feed.StreamHandler())
 	server.Handle(ssfPoll, "ssf-poll", feed, webhooks.WithoutClientCert(),
 		webhooks.WithMaxBodyBytes(revocation.MaxPollBytes), webhooks.WithMaxInflight(feed.MaxLongPolls()+16))
-	log.Info("issuing sessions", "issuer", x.Issuer(), "clusters", clusters.Names(), "ttl", cfg.SessionTTL,
-		"signingKey", keys.Current().KeyID(), "publishedKeys", len(keys.Current().Public()))
-	return clusters.Run, nil
+	return nil
 }
