@@ -65,7 +65,7 @@ func (ti *testIssuer) poll(t testing.TB, req string) (int, PollAnswer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var a PollAnswer
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {

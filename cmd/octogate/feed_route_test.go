@@ -65,7 +65,10 @@ func feedServer(t *testing.T, issuer string) (string, *http.Client) {
 		client.CloseIdleConnections()
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the server: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			t.Error("the server did not stop within 30 s")
 		}
@@ -139,7 +142,7 @@ func TestFeedRoutesRefuseWhatIsNotAPoll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.WriteString(conn, "POST "+poll+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+head+"\r\n"+body); err != nil {
 			t.Fatal(err)
@@ -149,6 +152,7 @@ func TestFeedRoutesRefuseWhatIsNotAPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
 		if resp.StatusCode == 200 && !strings.Contains(string(b), `"sets"`) {
 			t.Fatalf("%q: 200 %s", head, b)
 		}

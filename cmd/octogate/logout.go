@@ -111,7 +111,7 @@ func (l *issuerLogin) revoke(cmd *cobra.Command, p *credential.Plugin, cluster s
 		case terr == nil:
 			res, err = credential.Logout(cmd.Context(), l.issuer, l.sessionCAFile, tok.Value, clusters)
 		case !haveSession:
-			return fmt.Errorf("cannot log out at %s: %v and %w; nothing was revoked: set GITHUB_TOKEN (or log in with gh) and run logout again", l.issuer, noSession, oneLine(terr))
+			return fmt.Errorf("cannot log out at %s: %w and %w; nothing was revoked: set GITHUB_TOKEN (or log in with gh) and run logout again", l.issuer, noSession, oneLine(terr))
 		}
 	}
 	switch {
