@@ -11,13 +11,18 @@ import (
 
 // IssuerCluster is one cluster of an issuer's GET <issuer>/clusters answer (a
 // SessionClusterList, docs/sessions.md): name (the audience), server, certificateAuthorityData
-// (base64 PEM), accepts (webhook, apiserver or proxy) and labels.
+// (base64 PEM), accepts (webhook, apiserver or proxy), labels, and how a revocation at the
+// issuer reaches it: revocation "feed" (within seconds) or "expiry" (at the session's exp, at
+// most SessionTTL, the list's sessionTTL).
 type IssuerCluster struct {
 	Name                     string            `json:"name"`
 	Server                   string            `json:"server"`
 	CertificateAuthorityData string            `json:"certificateAuthorityData"`
 	Accepts                  string            `json:"accepts"`
 	Labels                   map[string]string `json:"labels"`
+	Revocation               string            `json:"revocation"`
+	// SessionTTL is the list's sessionTTL (a Go duration), copied to each cluster.
+	SessionTTL string `json:"-"`
 }
 
 // IssuerClusters is the list GET <issuer>/clusters answers for githubToken: the username it
@@ -60,12 +65,16 @@ func issuerClusters(ctx context.Context, retry shedRetry, issuer, caFile, github
 		return "", nil, fmt.Errorf("GET %s/clusters: HTTP %d (is %s an octogate issuer with the cluster list?)", issuer, status, issuer)
 	}
 	var list struct {
-		Kind     string          `json:"kind"`
-		User     string          `json:"user"`
-		Clusters []IssuerCluster `json:"clusters"`
+		Kind       string          `json:"kind"`
+		User       string          `json:"user"`
+		SessionTTL string          `json:"sessionTTL"`
+		Clusters   []IssuerCluster `json:"clusters"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil || list.Kind != "SessionClusterList" {
 		return "", nil, fmt.Errorf("GET %s/clusters: the answer is not a SessionClusterList", issuer)
+	}
+	for i := range list.Clusters {
+		list.Clusters[i].SessionTTL = list.SessionTTL
 	}
 	return list.User, list.Clusters, nil
 }

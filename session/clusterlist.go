@@ -27,8 +27,35 @@ type ClusterList struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// User is the username the caller's token stands for.
-	User     string        `json:"user"`
-	Clusters []ListCluster `json:"clusters"`
+	User string `json:"user"`
+	// SessionTTL is how long the sessions the issuer mints live (a Go duration, e.g. "5m0s"):
+	// the bound on a revocation where a cluster's Revocation is RevocationAtExpiry.
+	SessionTTL string        `json:"sessionTTL,omitempty"`
+	Clusters   []ListCluster `json:"clusters"`
+}
+
+// How a revocation at the issuer (an org webhook, a logout) reaches a cluster's sessions
+// (docs/revocation.md, "Every cluster: the issuer's revocation feed").
+const (
+	// RevocationFeed: the cluster's octogate (webhook or proxy) reads the issuer's revocation
+	// feed and refuses revoked sessions within 2 s (kubectl after kube-apiserver's success
+	// cache, up to 10 s more).
+	RevocationFeed = "feed"
+	// RevocationAtExpiry: kube-apiserver verifies sessions alone (mode (b)); a revoked session
+	// is accepted until its exp, at most the issuer's SessionTTL.
+	RevocationAtExpiry = "expiry"
+)
+
+// revocationOf is how a revocation reaches a cluster that accepts sessions as a does; "" when
+// a is unknown (a cluster named only by OCTOGATE_SESSION_AUDIENCES).
+func revocationOf(a fleet.Accepts) string {
+	switch a {
+	case fleet.AcceptsWebhook, fleet.AcceptsProxy:
+		return RevocationFeed
+	case fleet.AcceptsAPIServer:
+		return RevocationAtExpiry
+	}
+	return ""
 }
 
 // ListCluster is one cluster of a ClusterList: a fleet.Cluster without its subjects. A
@@ -39,6 +66,8 @@ type ListCluster struct {
 	CertificateAuthorityData string            `json:"certificateAuthorityData,omitempty"`
 	Accepts                  fleet.Accepts     `json:"accepts,omitempty"`
 	Labels                   map[string]string `json:"labels,omitempty"`
+	// Revocation is RevocationFeed or RevocationAtExpiry (from Accepts), or empty.
+	Revocation string `json:"revocation,omitempty"`
 }
 
 // ClusterLister is the list of clusters a person may use (fleet.Store.For): the same
@@ -58,6 +87,7 @@ type ClusterLister interface {
 // the public doors' rate (tokenreview.FromClient), never against /authenticate's, and beyond
 // them is 429 with Retry-After and {"error":"temporarily_unavailable"} (RFC 6585 section 4).
 type ClustersHandler struct {
+	ttl      time.Duration
 	auth     *caller
 	clusters ClusterLister
 	clients  clientaddr.Resolver
@@ -81,7 +111,7 @@ func ClustersClientAddr(r clientaddr.Resolver) ClustersOption {
 
 // NewClustersHandler lists clusters of clusters to the people x's lookups identify.
 func NewClustersHandler(x *Exchanger, clusters ClusterLister, opts ...ClustersOption) *ClustersHandler {
-	h := &ClustersHandler{auth: newCaller(x), clusters: clusters}
+	h := &ClustersHandler{ttl: x.ttl, auth: newCaller(x), clusters: clusters}
 	for _, o := range opts {
 		o(h)
 	}
@@ -129,10 +159,10 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, bearerError{Code: ErrTemporarilyUnavailable, Description: lookupError(err).Description})
 		return
 	}
-	list := ClusterList{APIVersion: ClusterListAPIVersion, Kind: ClusterListKind, User: id.Username, Clusters: []ListCluster{}}
+	list := ClusterList{APIVersion: ClusterListAPIVersion, Kind: ClusterListKind, User: id.Username, SessionTTL: h.ttl.String(), Clusters: []ListCluster{}}
 	for _, c := range h.clusters.For(id.Username, id.Groups) {
 		list.Clusters = append(list.Clusters, ListCluster{Name: c.Name, Server: c.Server, CertificateAuthorityData: c.CertificateAuthorityData,
-			Accepts: c.Accepts, Labels: c.Labels})
+			Accepts: c.Accepts, Labels: c.Labels, Revocation: revocationOf(c.Accepts)})
 	}
 	door.Record(r.Context(), door.Outcome{Decision: "listed", User: id.Username})
 	writeJSON(w, http.StatusOK, list)

@@ -70,8 +70,14 @@ func TestClusterListIsThePersonsClustersOnly(t *testing.T) {
 		}
 		if tc.token == "gho_alice0iufm3" {
 			prod := list.Clusters[1]
-			if prod.Server != "https://prod.example.com:6443" || prod.Accepts != fleet.AcceptsWebhook {
+			if prod.Server != "https://prod.example.com:6443" || prod.Accepts != fleet.AcceptsWebhook || prod.Revocation != RevocationFeed {
 				t.Errorf("prod %+v", prod)
+			}
+			if legacy := list.Clusters[0]; legacy.Revocation != "" {
+				t.Errorf("a cluster known only by name has revocation %q", legacy.Revocation)
+			}
+			if list.SessionTTL != DefaultTTL.String() {
+				t.Errorf("sessionTTL %q, want %v", list.SessionTTL, DefaultTTL)
 			}
 		}
 	}

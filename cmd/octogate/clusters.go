@@ -87,7 +87,11 @@ func newClustersCmd() *cobra.Command {
 		Long: `clusters asks the session issuer (GET <issuer>/clusters, docs/sessions.md) which of its
 clusters you may have sessions for, authenticated with your GitHub token, found as
 "octogate credential" finds it (GITHUB_TOKEN, "gh auth token", the cached token, or a new
-login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER and LABELS.`,
+login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER, REVOCATION and
+LABELS. REVOCATION is how a revocation at the issuer (an org webhook, a logout) reaches the
+cluster: "feed" (its octogate reads the issuer's revocation feed: within seconds), or
+"at exp (TTL)" (kube-apiserver verifies sessions alone: a session stays valid until it
+expires, at most the issuer's session lifetime).`,
 		Example: `  octogate clusters --issuer https://octogate.example.com`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,9 +105,9 @@ login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER and LAB
 			}
 			// kubectl's table layout (its printers' tabwriter settings).
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 6, 4, 3, ' ', 0)
-			_, _ = fmt.Fprintln(tw, "NAME\tACCEPTS\tSERVER\tLABELS")
+			_, _ = fmt.Fprintln(tw, "NAME\tACCEPTS\tSERVER\tREVOCATION\tLABELS")
 			for _, c := range clusters {
-				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, orNone(c.Accepts), orNone(c.Server), labelsText(c.Labels))
+				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, orNone(c.Accepts), orNone(c.Server), revocationText(c), labelsText(c.Labels))
 			}
 			return tw.Flush()
 		},
@@ -111,6 +115,21 @@ login), and prints them as kubectl prints a table: NAME, ACCEPTS, SERVER and LAB
 	l.register(cmd.Flags())
 	_ = cmd.MarkFlagRequired("issuer")
 	return cmd
+}
+
+// revocationText is the REVOCATION cell: "feed", "at exp (TTL)", or <none> when the issuer
+// does not say (a cluster known only by name, or an older issuer).
+func revocationText(c credential.IssuerCluster) string {
+	switch c.Revocation {
+	case "":
+		return "<none>"
+	case "expiry":
+		if c.SessionTTL == "" {
+			return "at exp"
+		}
+		return "at exp (" + c.SessionTTL + ")"
+	}
+	return c.Revocation
 }
 
 func orNone(s string) string {

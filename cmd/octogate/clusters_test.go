@@ -138,12 +138,12 @@ func TestClustersCommandPrintsThePersonsClusters(t *testing.T) {
 		errWant     string
 	}{
 		{name: "alice, in acme/sre, sees prod and staging", token: clustersTokenAlice, out: "" +
-			"NAME      ACCEPTS     SERVER                             LABELS\n" +
-			"prod      webhook     https://prod.example.com:6443      env=prod,tier=a\n" +
-			"staging   apiserver   https://staging.example.com:6443   <none>\n"},
+			"NAME      ACCEPTS     SERVER                             REVOCATION      LABELS\n" +
+			"prod      webhook     https://prod.example.com:6443      feed            env=prod,tier=a\n" +
+			"staging   apiserver   https://staging.example.com:6443   at exp (5m0s)   <none>\n"},
 		{name: "bob sees staging only", token: clustersTokenBob, out: "" +
-			"NAME      ACCEPTS     SERVER                             LABELS\n" +
-			"staging   apiserver   https://staging.example.com:6443   <none>\n"},
+			"NAME      ACCEPTS     SERVER                             REVOCATION      LABELS\n" +
+			"staging   apiserver   https://staging.example.com:6443   at exp (5m0s)   <none>\n"},
 		{name: "carol, not a member, is refused with the reason", token: clustersTokenCarol, code: 1, errWant: "invalid_token: [not_member]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
