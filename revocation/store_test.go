@@ -137,3 +137,30 @@ func TestRevokeSessionsReturnsOnlyOnceTheConfigMapHoldsIt(t *testing.T) {
 		})
 	}
 }
+
+// TestLogSaysWhichSessionsALogoutRevoked: a logout of staging revokes uid's staging sessions
+// issued until it (to the second), not later ones, not another cluster's nor another user's.
+func TestLogSaysWhichSessionsALogoutRevoked(t *testing.T) {
+	l := NewLog(time.Hour)
+	at := time.Now().Truncate(time.Second).Add(300 * time.Millisecond)
+	l.Add(Revocation{UserID: "1002", Cluster: "staging", At: at})
+	for _, tc := range []struct {
+		uid, cluster string
+		iat          time.Time
+		want         bool
+	}{
+		{"1002", "staging", at.Add(-time.Minute), true},
+		{"1002", "staging", at.Truncate(time.Second), true},
+		{"1002", "staging", at.Add(time.Second), false},
+		{"1002", "prod", at.Add(-time.Minute), false},
+		{"1003", "staging", at.Add(-time.Minute), false},
+		{"1002", "", at.Add(-time.Minute), false},
+	} {
+		if got := l.SessionsRevokedSince(tc.uid, tc.cluster, tc.iat); got != tc.want {
+			t.Errorf("SessionsRevokedSince(%q, %q, %v) = %v, want %v", tc.uid, tc.cluster, tc.iat, got, tc.want)
+		}
+	}
+	if (*Log)(nil).SessionsRevokedSince("1002", "staging", at) {
+		t.Error("a nil Log revoked")
+	}
+}

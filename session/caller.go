@@ -18,10 +18,17 @@ type caller struct {
 	x *Exchanger
 	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
 	revoked func(uid string, issuedAt time.Time) bool
+	// loggedOut is LoggedOut (nil: none known): logouts of a cluster, which revoked hears of
+	// only for the issuer's own cluster.
+	loggedOut LoggedOut
 
 	mu        sync.Mutex
 	verifiers map[string]*Verifier // by audience, for the audiences x serves
 }
+
+// LoggedOut reports whether the sessions of the GitHub account uid for cluster issued at
+// issuedAt were revoked by a logout of that cluster (revocation.Log.SessionsRevokedSince).
+type LoggedOut func(uid, cluster string, issuedAt time.Time) bool
 
 func newCaller(x *Exchanger) *caller { return &caller{x: x, verifiers: map[string]*Verifier{}} }
 
@@ -40,7 +47,13 @@ func (c *caller) sessionLookup(token string) (tokenreview.Lookup, bool) {
 	if v, ok := c.verifiers[aud]; ok {
 		return v, true
 	}
-	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: c.revoked, CacheSize: 1000, Now: c.x.now})
+	revoked := c.revoked
+	if loggedOut := c.loggedOut; loggedOut != nil {
+		revoked = func(uid string, issuedAt time.Time) bool {
+			return c.revoked(uid, issuedAt) || loggedOut(uid, aud, issuedAt)
+		}
+	}
+	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: revoked, CacheSize: 1000, Now: c.x.now})
 	if err != nil {
 		return nil, false
 	}

@@ -73,6 +73,12 @@ func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersO
 	return func(h *ClustersHandler) { h.auth.revoked = revoked }
 }
 
+// ClustersHonourLogouts makes a session that a logout of its cluster revoked (loggedOut) fail
+// to authenticate, as a session its user's revocation covers does (with AcceptSessions).
+func ClustersHonourLogouts(loggedOut LoggedOut) ClustersOption {
+	return func(h *ClustersHandler) { h.auth.loggedOut = loggedOut }
+}
+
 // ClustersClientAddr makes r find the client address whose rate of new tokens a lookup counts
 // against (tokenreview.FromClient); without it, the connection's peer.
 func ClustersClientAddr(r clientaddr.Resolver) ClustersOption {

@@ -123,6 +123,12 @@ func RevokeClientAddr(r clientaddr.Resolver) RevokeOption {
 	return func(h *RevokeHandler) { h.clients = r }
 }
 
+// RevokeHonoursLogouts makes a session that a logout of its cluster revoked (loggedOut) fail
+// to authenticate a logout, as a session its user's revocation covers does.
+func RevokeHonoursLogouts(loggedOut LoggedOut) RevokeOption {
+	return func(h *RevokeHandler) { h.auth.loggedOut = loggedOut }
+}
+
 // WithRevokeAudit makes the handler write one SessionLogout audit event per answer to w.
 func WithRevokeAudit(w *audit.Writer) RevokeOption {
 	return func(h *RevokeHandler) { h.audit = w }

@@ -312,3 +312,54 @@ func TestNewRevokeHandlerValidates(t *testing.T) {
 		t.Errorf("discovery %+v", d)
 	}
 }
+
+// loggedOut answers as revocation.Log.SessionsRevokedSince would after f's revocations: uid's
+// sessions for cluster issued at or before a logout naming that cluster.
+func (f *fakeRevoker) loggedOut(uid, cluster string, iat time.Time) bool {
+	for _, c := range f.calls {
+		if c.uid == uid && slices.Contains(c.clusters, cluster) && !c.at.Before(iat) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors: after alice logs out of staging, her
+// staging session (a thief's copy, say) no longer authenticates a logout or the cluster list,
+// although the issuer's own verifier (tokenreview.Handler.RevokedSince) only hears of logouts
+// of every cluster or of its own; her prod session, not logged out, still does.
+func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
+	e := newRevokeEnv(t)
+	// As on an issuer whose own cluster is legacy: only a logout of every cluster reaches it.
+	wholePerson := func(uid string, iat time.Time) bool {
+		for _, c := range e.revoker.calls {
+			if c.uid == uid && c.clusters == nil && !c.at.Before(iat) {
+				return true
+			}
+		}
+		return false
+	}
+	h, err := NewRevokeHandler(e.x, e.revoker, wholePerson, RevokeHonoursLogouts(e.revoker.loggedOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(wholePerson), ClustersHonourLogouts(e.revoker.loggedOut))
+	staging, prod := e.session(t, "staging"), e.session(t, "prod")
+	if rec := postRevoke(h, form("token", staging, "audience", "staging")); rec.Code != http.StatusOK {
+		t.Fatalf("logout of staging: HTTP %d %s", rec.Code, rec.Body)
+	}
+	e.clock.advance(time.Second)
+	rec := postRevoke(h, form("token", staging, "audience", "prod"))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("the logged-out staging session logs alice out of prod: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("the logged-out staging session lists alice's clusters: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := getClusters(list, "Bearer "+prod); rec.Code != http.StatusOK {
+		t.Errorf("the prod session, not logged out: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := postRevoke(h, form("token", prod, "audience", "prod")); rec.Code != http.StatusOK {
+		t.Errorf("the prod session, not logged out, logs out of prod: HTTP %d %s", rec.Code, rec.Body)
+	}
+}

@@ -150,10 +150,12 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
+	// A session a logout of its own cluster revoked authenticates neither door: authn hears
+	// only of logouts of every cluster or of this process's own.
 	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters,
-		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince)))
+		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince), session.ClustersHonourLogouts(revs.log.SessionsRevokedSince)))
 	logout, err := session.NewRevokeHandler(x, revs.sessions, authn.RevokedSince,
-		session.RevokeClientAddr(clientAddrs(cfg)), session.WithRevokeAudit(auditLog))
+		session.RevokeClientAddr(clientAddrs(cfg)), session.WithRevokeAudit(auditLog), session.RevokeHonoursLogouts(revs.log.SessionsRevokedSince))
 	if err != nil {
 		return nil, err
 	}

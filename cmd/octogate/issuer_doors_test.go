@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/octogate/octogate/internal/ghtoken"
+	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/revocation"
+	"github.com/octogate/octogate/session"
+	"github.com/octogate/octogate/tokenreview"
+	"github.com/octogate/octogate/webhooks"
+)
+
+// issuerDoorsTokenAlice is alice's GitHub token, of GitHub's format.
+var issuerDoorsTokenAlice = ghtoken.Mint("gho_issuer_doors_alice")
+
+// issuerDoors is an issuer's public doors as serve mounts them (mountIssuer on a real
+// webhooks.Server on loopback, the revocation store of a process without Kubernetes access),
+// with alice (1001, a member of acme) known to GitHub.
+type issuerDoors struct {
+	base   string // https://127.0.0.1:port
+	client *http.Client
+}
+
+func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
+	t.Helper()
+	gh := githubapi.New()
+	t.Cleanup(gh.Close)
+	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{issuerDoorsTokenAlice}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+	authn, err := tokenreview.New(tokenreview.Config{GitHubAPIURL: gh.URL(), Orgs: []string{"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, pool := loopbackCert(t, dir)
+	cfg := serveConfig{SessionIssuer: "https://issuer.example.com", SessionAudiences: []string{"prod", "staging"},
+		SessionTrustIssuer: "https://issuer.example.com", SessionAudience: "prod"}
+	if change != nil {
+		change(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	revs, err := newRevocations(cfg, authn, revocation.NewTeams("github:", time.Hour), nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := session.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := webhooks.New(webhooks.Config{Listen: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mountIssuer(server, cfg, keys, authn, nil, revs, nil, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-server.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not listen within 10 s")
+	}
+	return &issuerDoors{base: "https://" + server.Addr().String(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
+}
+
+// loopbackCert writes a self-signed serving certificate for 127.0.0.1 and its key to dir.
+func loopbackCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// post sends form to path and returns the status and the decoded JSON answer.
+func (d *issuerDoors) post(t *testing.T, path string, form url.Values, header http.Header) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, d.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", session.FormMediaType)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// exchange is alice's session for cluster.
+func (d *issuerDoors) exchange(t *testing.T, cluster string) string {
+	t.Helper()
+	code, m := d.post(t, session.TokenPath, url.Values{"grant_type": {session.GrantTypeTokenExchange}, "subject_token": {issuerDoorsTokenAlice},
+		"subject_token_type": {session.TokenTypeAccessToken}, "audience": {cluster}}, nil)
+	tok, _ := m["access_token"].(string)
+	if code != http.StatusOK || tok == "" {
+		t.Fatalf("exchange for %s: HTTP %d %v", cluster, code, m)
+	}
+	return tok
+}
+
+// TestServedLogoutOfAClusterEndsThatSessionAtTheIssuer: as serve mounts the issuer, alice's
+// staging session, once she has logged out of staging with it, no longer authenticates at the
+// issuer's logout nor its cluster list (the issuer's own cluster is prod: its /authenticate
+// does not hear of staging's logouts), while her prod session does.
+func TestServedLogoutOfAClusterEndsThatSessionAtTheIssuer(t *testing.T) {
+	d := startIssuerDoors(t, nil)
+	staging, prod := d.exchange(t, "staging"), d.exchange(t, "prod")
+	if code, m := d.post(t, session.RevokePath, url.Values{"token": {staging}, "audience": {"staging"}}, nil); code != http.StatusOK {
+		t.Fatalf("logout of staging: HTTP %d %v", code, m)
+	}
+	time.Sleep(1100 * time.Millisecond) // a later second than the logout's
+	req, err := http.NewRequest(http.MethodGet, d.base+session.ClustersPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+staging)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the logged-out staging session lists alice's clusters: HTTP %d", resp.StatusCode)
+	}
+	code, m := d.post(t, session.RevokePath, url.Values{"token": {staging}, "audience": {"prod"}}, nil)
+	if desc, _ := m["error_description"].(string); code != http.StatusBadRequest || !strings.Contains(desc, "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("the logged-out staging session logs alice out of prod: HTTP %d %v", code, m)
+	}
+	if code, m := d.post(t, session.RevokePath, url.Values{"token": {prod}, "audience": {"prod"}}, nil); code != http.StatusOK {
+		t.Errorf("the prod session, not logged out: HTTP %d %v", code, m)
+	}
+}
