@@ -8,8 +8,13 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/internal/clientaddr"
@@ -101,7 +106,9 @@ type RevokeResponse struct {
 //   - 400 invalid_grant, the description starting with the reason code, for a token refused
 //     (as the exchange refuses a subject token);
 //   - 429 temporarily_unavailable with Retry-After when the client's address sent more new
-//     tokens than its rate (the public doors' rate, tokenreview.FromClient; RFC 6585 section 4);
+//     tokens than its rate (the public doors' rate, tokenreview.FromClient; RFC 6585 section 4),
+//     or the person logged out more often than LogoutBurst at once and one per LogoutEvery
+//     (the description starts with [throttled]; nothing revoked);
 //   - 503 temporarily_unavailable with Retry-After: 1 when GitHub, the keys or the revocation
 //     store cannot answer now: nothing is said to be revoked.
 //
@@ -112,7 +119,21 @@ type RevokeHandler struct {
 	revoker SessionRevoker
 	clients clientaddr.Resolver
 	audit   *audit.Writer
+
+	mu     sync.Mutex // makes the LRU's get-or-add one step
+	people *lru.Cache[string, *rate.Limiter]
 }
+
+// A person's logouts: LogoutBurst at once, then one per LogoutEvery. A known token (a cached
+// GitHub token, a session) costs no GitHub call and so escapes the new-token rate, while every
+// logout writes the revocation store and wakes every verifier's feed; a person logs out rarely.
+const (
+	LogoutBurst = 5
+	LogoutEvery = time.Second
+	// maxLogoutPeople bounds the people whose logout rate is remembered (the least recent is
+	// forgotten first, and so gets a full burst again).
+	maxLogoutPeople = 10000
+)
 
 // RevokeOption configures NewRevokeHandler.
 type RevokeOption func(*RevokeHandler)
@@ -141,7 +162,11 @@ func NewRevokeHandler(x *Exchanger, revoker SessionRevoker, revoked func(uid str
 	if x == nil || revoker == nil || revoked == nil {
 		return nil, errors.New("session: NewRevokeHandler needs an Exchanger, a SessionRevoker and the revocation check")
 	}
-	h := &RevokeHandler{auth: newCaller(x), revoker: revoker}
+	people, err := lru.New[string, *rate.Limiter](maxLogoutPeople)
+	if err != nil {
+		return nil, err
+	}
+	h := &RevokeHandler{auth: newCaller(x), revoker: revoker, people: people}
 	h.auth.revoked = revoked
 	for _, o := range opts {
 		o(h)
@@ -190,6 +215,14 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := h.auth.x.now()
+	if wait, ok := h.allow(id.UID, at); !ok {
+		retry := max(time.Second, wait.Round(time.Second))
+		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())))
+		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: fmt.Sprintf("[%s] too many logouts of %s in a short time: nothing was revoked by this one; retry in %v",
+			tokenreview.ReasonThrottled, clip(id.Username), retry)}
+		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusTooManyRequests)
+		return
+	}
 	if err := h.revoker.RevokeSessions(r.Context(), id.UID, req.Audiences, at); err != nil {
 		w.Header().Set("Retry-After", "1")
 		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: "the logout could not be recorded now: no session was revoked for sure; retry", cause: err}
@@ -204,6 +237,25 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Outcome: audit.OutcomeRevoked, ClientAddress: addrString(addr)})
 	door.Record(r.Context(), door.Outcome{Decision: "revoked", User: id.Username, Reason: "clusters " + door.Clip(strings.Join(resp.Clusters, ","))})
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// allow takes one logout of the person uid at now from their rate, or says how long until one
+// is there.
+func (h *RevokeHandler) allow(uid string, now time.Time) (time.Duration, bool) {
+	h.mu.Lock()
+	lim, ok := h.people.Get(uid)
+	if !ok {
+		lim = rate.NewLimiter(rate.Every(LogoutEvery), LogoutBurst)
+		h.people.Add(uid, lim)
+	}
+	h.mu.Unlock()
+	if lim.AllowN(now, 1) {
+		return 0, true
+	}
+	res := lim.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	res.CancelAt(now)
+	return wait, false
 }
 
 // RevokeRoute is the server path of logout of an issuer URL: its path (without a trailing "/")

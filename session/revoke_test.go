@@ -363,3 +363,34 @@ func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
 		t.Errorf("the prod session, not logged out, logs out of prod: HTTP %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestLogoutsOfOnePersonAreRateLimited: a token the issuer knows costs no GitHub call (a cached
+// GitHub token, a session verified with the issuer's keys), so the new-token rate never stops
+// a loop of logouts; each would write the revocation store (a ConfigMap update) and wake every
+// verifier's feed. One person gets LogoutBurst logouts at once and one per LogoutEvery after;
+// beyond that 429 with Retry-After and nothing revoked; another person is not held up.
+func TestLogoutsOfOnePersonAreRateLimited(t *testing.T) {
+	e := newRevokeEnv(t)
+	codes := map[int]int{}
+	for range 50 {
+		rec := postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", "prod"))
+		codes[rec.Code]++
+		if rec.Code == http.StatusTooManyRequests && (rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), ErrTemporarilyUnavailable)) {
+			t.Errorf("429 without Retry-After or temporarily_unavailable: %s", rec.Body)
+		}
+	}
+	if n := len(e.revoker.calls); n != LogoutBurst || codes[http.StatusOK] != LogoutBurst || codes[http.StatusTooManyRequests] != 50-LogoutBurst {
+		t.Errorf("50 logouts of alice at once: answers %v, %d revocations; want %d done and 429 for the rest", codes, n, LogoutBurst)
+	}
+	if rec := postRevoke(e.h, form("token", "gho_bob")); rec.Code != http.StatusOK {
+		t.Errorf("bob's logout after alice's flood: HTTP %d %s", rec.Code, rec.Body)
+	}
+	e.clock.advance(LogoutEvery)
+	if rec := postRevoke(e.h, form("token", "gho_alice0iufm3")); rec.Code != http.StatusOK {
+		t.Errorf("alice's logout %v later: HTTP %d %s", LogoutEvery, rec.Code, rec.Body)
+	}
+	ev := e.events(t)
+	if last := ev[len(ev)-3]; last["outcome"] != audit.OutcomeUnavailable || last["reason"] != tokenreview.ReasonThrottled || last["user"] != alice.Username {
+		t.Errorf("a throttled logout's audit event: %v", last)
+	}
+}
