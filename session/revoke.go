@@ -31,10 +31,16 @@ const RevokePath = "/oauth2/revoke"
 type SessionRevoker interface {
 	// RevokeSessions revokes the sessions of the GitHub account uid (its numeric id,
 	// Identity.UID) for clusters (names of the issuer's clusters; empty: every cluster) whose
-	// iat is at or before at. An error means the revocation may not have been recorded: the
+	// iat is at or before at. An error wrapping ErrClusterNotRevocable revoked nothing and
+	// answers 400; any other error means the revocation may not have been recorded: the
 	// logout is answered 503, never as done.
 	RevokeSessions(ctx context.Context, uid string, clusters []string, at time.Time) error
 }
+
+// ErrClusterNotRevocable is what a SessionRevoker's error wraps when it cannot revoke the
+// sessions of one of the clusters named alone (its name cannot be recorded) and so revoked
+// none: a logout of every cluster still can.
+var ErrClusterNotRevocable = errors.New("the sessions of this cluster cannot be revoked alone")
 
 // RevokeRequest is a logout request: an RFC 7009 section 2.1 token revocation request,
 // form-encoded, whose token authenticates the person (a session of this issuer or a GitHub
@@ -102,7 +108,8 @@ type RevokeResponse struct {
 // it up); a GitHub Actions OIDC token is refused. Answers carry Cache-Control: no-store:
 //   - 200 with a RevokeResponse;
 //   - 400 invalid_request for a bad body or an audience that is not a cluster of the issuer
-//     (naming it), 413 for a body above MaxRequestBytes;
+//     (naming it), or one whose sessions cannot be revoked alone (ErrClusterNotRevocable),
+//     413 for a body above MaxRequestBytes;
 //   - 400 invalid_grant, the description starting with the reason code, for a token refused
 //     (as the exchange refuses a subject token);
 //   - 429 temporarily_unavailable with Retry-After when the client's address sent more new
@@ -223,7 +230,15 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusTooManyRequests)
 		return
 	}
-	if err := h.revoker.RevokeSessions(r.Context(), id.UID, req.Audiences, at); err != nil {
+	if err := h.revoker.RevokeSessions(r.Context(), id.UID, req.Audiences, at); errors.Is(err, ErrClusterNotRevocable) {
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		if len(msg) > 500 {
+			msg = msg[:500] + "..."
+		}
+		oerr := invalidRequest("%s: nothing was revoked; log out of every cluster (no audience) instead", msg)
+		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusBadRequest)
+		return
+	} else if err != nil {
 		w.Header().Set("Retry-After", "1")
 		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: "the logout could not be recorded now: no session was revoked for sure; retry", cause: err}
 		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusServiceUnavailable)

@@ -191,3 +191,24 @@ func TestServedLogoutOfAClusterEndsThatSessionAtTheIssuer(t *testing.T) {
 		t.Errorf("the prod session, not logged out: HTTP %d %v", code, m)
 	}
 }
+
+// TestServedLogoutOfAClusterWhoseNameTheStoreCannotKeep: OCTOGATE_SESSION_AUDIENCES may name a
+// cluster as a URL, which the revocation store (ConfigMap keys) and the feed cannot carry
+// alone. Logging out of it is refused at once (400 naming it, nothing revoked, so a prod named
+// with it stays logged in), never a 503 that no retry gets past; every cluster still works.
+func TestServedLogoutOfAClusterWhoseNameTheStoreCannotKeep(t *testing.T) {
+	const urlCluster = "https://kube.example.com"
+	d := startIssuerDoors(t, func(c *serveConfig) { c.SessionAudiences = append(c.SessionAudiences, urlCluster) })
+	prod := d.exchange(t, "prod")
+	code, m := d.post(t, session.RevokePath, url.Values{"token": {issuerDoorsTokenAlice}, "audience": {"prod", urlCluster}}, nil)
+	if desc, _ := m["error_description"].(string); code != http.StatusBadRequest || m["error"] != session.ErrInvalidRequest || !strings.Contains(desc, urlCluster) {
+		t.Errorf("logout of prod and %s: HTTP %d %v, want 400 invalid_request naming it", urlCluster, code, m)
+	}
+	time.Sleep(1100 * time.Millisecond) // a later second than the refused logout's
+	if code, m := d.post(t, session.RevokePath, url.Values{"token": {prod}, "audience": {"staging"}}, nil); code != http.StatusOK {
+		t.Errorf("the prod session after a refused logout of prod: HTTP %d %v", code, m)
+	}
+	if code, m := d.post(t, session.RevokePath, url.Values{"token": {issuerDoorsTokenAlice}}, nil); code != http.StatusOK {
+		t.Errorf("logout of every cluster: HTTP %d %v", code, m)
+	}
+}
