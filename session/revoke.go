@@ -120,7 +120,8 @@ type RevokeResponse struct {
 //     store cannot answer now: nothing is said to be revoked.
 //
 // Errors follow RFC 6749 section 5.2 ({"error","error_description"}) and never quote the
-// token. Every answer writes one audit event SessionLogout (WithRevokeAudit).
+// token. Every answer writes one audit event SessionLogout (WithRevokeAudit), naming the
+// session's jti when a session authenticated it.
 type RevokeHandler struct {
 	auth    *caller
 	revoker SessionRevoker
@@ -249,7 +250,7 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.Clusters, resp.AllClusters = slices.Clone(h.auth.x.targets.Names()), true
 	}
 	h.audit.Log(audit.Event{Time: at, Event: audit.SessionLogout, User: id.Username, UID: id.UID, Cluster: strings.Join(resp.Clusters, ","),
-		Outcome: audit.OutcomeRevoked, ClientAddress: addrString(addr)})
+		Outcome: audit.OutcomeRevoked, JTI: sessionJTI(id), ClientAddress: addrString(addr)})
 	door.Record(r.Context(), door.Outcome{Decision: "revoked", User: id.Username, Reason: "clusters " + door.Clip(strings.Join(resp.Clusters, ","))})
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -294,7 +295,7 @@ func (h *RevokeHandler) unknownAudience(audiences []string) *OAuthError {
 // with status.
 func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr netip.Addr, id tokenreview.Identity, audiences []string, oerr *OAuthError, status int) {
 	e := audit.Event{Event: audit.SessionLogout, User: id.Username, UID: id.UID, Outcome: audit.OutcomeRefused, Reason: reasonCode(oerr),
-		ClientAddress: addrString(addr)}
+		JTI: sessionJTI(id), ClientAddress: addrString(addr)}
 	for _, a := range audiences {
 		if e.Cluster != "" {
 			e.Cluster += ","
@@ -315,6 +316,17 @@ func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr neti
 	}
 	door.Record(r.Context(), door.Outcome{Decision: decision, User: id.Username, Reason: reason})
 	writeJSON(w, status, oerr)
+}
+
+// sessionJTI is the jti of the session id was verified from (the verifier's CredentialIDKey
+// "JTI=<jti>"), or "" for another kind of token.
+func sessionJTI(id tokenreview.Identity) string {
+	if v := id.Extra[CredentialIDKey]; len(v) == 1 {
+		if jti, ok := strings.CutPrefix(v[0], "JTI="); ok {
+			return jti
+		}
+	}
+	return ""
 }
 
 func addrString(a netip.Addr) string {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -392,5 +393,32 @@ func TestLogoutsOfOnePersonAreRateLimited(t *testing.T) {
 	ev := e.events(t)
 	if last := ev[len(ev)-3]; last["outcome"] != audit.OutcomeUnavailable || last["reason"] != tokenreview.ReasonThrottled || last["user"] != alice.Username {
 		t.Errorf("a throttled logout's audit event: %v", last)
+	}
+}
+
+// TestALogoutWithASessionNamesItInTheAuditEvent: a logout done with a session names that
+// session's jti in its audit event, as the exchange's event that issued it does, so that an
+// auditor can tell which session (a thief's copy of the staging one?) logged a person out.
+func TestALogoutWithASessionNamesItInTheAuditEvent(t *testing.T) {
+	e := newRevokeEnv(t)
+	staging := e.session(t, "staging")
+	seg := strings.Split(staging, ".")[1]
+	payload, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		ID string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil || c.ID == "" {
+		t.Fatalf("the session's jti: %v %s", err, payload)
+	}
+	if rec := postRevoke(e.h, form("token", staging, "audience", "prod")); rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d %s", rec.Code, rec.Body)
+	}
+	postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", "prod"))
+	ev := e.events(t)
+	if len(ev) != 2 || ev[0]["jti"] != c.ID || ev[1]["jti"] != "" {
+		t.Errorf("audit events %v, want the first naming jti %s, the second (a GitHub token) none", ev, c.ID)
 	}
 }
