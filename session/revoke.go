@@ -105,7 +105,8 @@ type RevokeResponse struct {
 // -> identify the person by the token -> SessionRevoker.RevokeSessions(uid, clusters, now)
 // -> encode. The token is a session of this issuer for any of its clusters (verified with its
 // keys, refused when expired or revoked) or a GitHub token (looked up as the exchange looks
-// it up); a GitHub Actions OIDC token is refused. Answers carry Cache-Control: no-store:
+// it up); a GitHub Actions OIDC token, and a session minted for one (it names a workflow, no
+// GitHub account), are refused. Answers carry Cache-Control: no-store:
 //   - 200 with a RevokeResponse;
 //   - 400 invalid_request for a bad body or an audience that is not a cluster of the issuer
 //     (naming it), or one whose sessions cannot be revoked alone (ErrClusterNotRevocable),
@@ -204,8 +205,10 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := h.auth.identify(r.Context(), addr, req.Token, false)
-	if err == nil && id.UID == "" {
-		err = refuse(tokenreview.ReasonInvalidToken, "this token names no GitHub account to log out")
+	if err == nil && !githubAccountID(id.UID) {
+		// A session minted for a GitHub Actions OIDC token names a workflow
+		// (actionsoidc.Prefix), as the Actions token itself does.
+		err = refuse(tokenreview.ReasonInvalidToken, "this token names no GitHub account to log out (a GitHub Actions workflow's session cannot log out)")
 	}
 	var throttled *tokenreview.ThrottledError
 	switch {
@@ -316,6 +319,20 @@ func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr neti
 	}
 	door.Record(r.Context(), door.Outcome{Decision: decision, User: id.Username, Reason: reason})
 	writeJSON(w, status, oerr)
+}
+
+// githubAccountID reports whether uid is a GitHub account's id: digits (the REST API's "id" of
+// a user, https://docs.github.com/en/rest/users/users#get-the-authenticated-user).
+func githubAccountID(uid string) bool {
+	if uid == "" || len(uid) > 20 {
+		return false
+	}
+	for _, c := range []byte(uid) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // sessionJTI is the jti of the session id was verified from (the verifier's CredentialIDKey

@@ -422,3 +422,31 @@ func TestALogoutWithASessionNamesItInTheAuditEvent(t *testing.T) {
 		t.Errorf("audit events %v, want the first naming jti %s, the second (a GitHub token) none", ev, c.ID)
 	}
 }
+
+// TestASessionOfAWorkflowCannotLogOut: a session the exchange minted for a GitHub Actions
+// OIDC token names a workflow (uid github-actions:...), no GitHub account: like the Actions
+// token itself it is refused (400 invalid_grant, nothing asked of the store), never handed to
+// the revocation store, which cannot record it and would answer 503 to every retry.
+func TestASessionOfAWorkflowCannotLogOut(t *testing.T) {
+	e := newRevokeEnv(t)
+	oidc := signMap(t, mustKeys(t), map[string]any{"iss": "https://token.actions.githubusercontent.com", "aud": "octogate", "sub": "repo:acme/app:ref:refs/heads/main"})
+	workflow := tokenreview.Identity{Username: "github-actions:repo:acme/app:ref:refs/heads/main", UID: "github-actions:4242:ref:refs/heads/main",
+		Groups: []string{"github-actions:acme", "github-actions:acme/app"}}
+	x, err := NewExchanger(ExchangerConfig{Issuer: testIssuer, Targets: e.x.targets, Keys: e.keys, GitHub: e.github,
+		Actions: &fakeLookup{ids: map[string]tokenreview.Identity{oidc: workflow}}, Now: e.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _, oerr := x.Exchange(context.Background(), exchangeReq(oidc, TokenTypeJWT, "staging"))
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	rec := postRevoke(e.h, form("token", resp.AccessToken))
+	var ans OAuthError
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || rec.Code != http.StatusBadRequest || ans.Code != ErrInvalidGrant {
+		t.Errorf("a workflow's session at logout: HTTP %d %s, want 400 invalid_grant", rec.Code, rec.Body)
+	}
+	if len(e.revoker.calls) != 0 {
+		t.Errorf("a workflow's session revoked %+v", e.revoker.calls)
+	}
+}
