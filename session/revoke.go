@@ -115,8 +115,8 @@ type RevokeResponse struct {
 //     (as the exchange refuses a subject token);
 //   - 429 temporarily_unavailable with Retry-After when the client's address sent more new
 //     tokens than its rate (the public doors' rate, tokenreview.FromClient; RFC 6585 section 4),
-//     or the person logged out more often than LogoutBurst at once and one per LogoutEvery
-//     (the description starts with [throttled]; nothing revoked);
+//     or the person logged out from that address more often than LogoutBurst at once and one
+//     per LogoutEvery (the description starts with [throttled]; nothing revoked);
 //   - 503 temporarily_unavailable with Retry-After: 1 when GitHub, the keys or the revocation
 //     store cannot answer now: nothing is said to be revoked.
 //
@@ -130,12 +130,21 @@ type RevokeHandler struct {
 	audit   *audit.Writer
 
 	mu     sync.Mutex // makes the LRU's get-or-add one step
-	people *lru.Cache[string, *rate.Limiter]
+	people *lru.Cache[logoutKey, *rate.Limiter]
 }
 
-// A person's logouts: LogoutBurst at once, then one per LogoutEvery. A known token (a cached
-// GitHub token, a session) costs no GitHub call and so escapes the new-token rate, while every
-// logout writes the revocation store and wakes every verifier's feed; a person logs out rarely.
+// logoutKey is whose logouts a rate counts: one person from one client address (an IPv6 one
+// by its /64, as tokenreview.FromClient counts), so that a thief flooding with a person's token
+// cannot keep that person, elsewhere, from logging out.
+type logoutKey struct {
+	uid    string
+	client netip.Prefix
+}
+
+// A person's logouts from one client address: LogoutBurst at once, then one per LogoutEvery.
+// A known token (a cached GitHub token, a session) costs no GitHub call and so escapes the
+// new-token rate, while every logout writes the revocation store and wakes every verifier's
+// feed; a person logs out rarely.
 const (
 	LogoutBurst = 5
 	LogoutEvery = time.Second
@@ -171,7 +180,7 @@ func NewRevokeHandler(x *Exchanger, revoker SessionRevoker, revoked func(uid str
 	if x == nil || revoker == nil || revoked == nil {
 		return nil, errors.New("session: NewRevokeHandler needs an Exchanger, a SessionRevoker and the revocation check")
 	}
-	people, err := lru.New[string, *rate.Limiter](maxLogoutPeople)
+	people, err := lru.New[logoutKey, *rate.Limiter](maxLogoutPeople)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +235,7 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := h.auth.x.now()
-	if wait, ok := h.allow(id.UID, at); !ok {
+	if wait, ok := h.allow(id.UID, addr, at); !ok {
 		retry := max(time.Second, wait.Round(time.Second))
 		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())))
 		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: fmt.Sprintf("[%s] too many logouts of %s in a short time: nothing was revoked by this one; retry in %v",
@@ -258,14 +267,19 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// allow takes one logout of the person uid at now from their rate, or says how long until one
-// is there.
-func (h *RevokeHandler) allow(uid string, now time.Time) (time.Duration, bool) {
+// allow takes one logout of the person uid from client at now from their rate, or says how
+// long until one is there.
+func (h *RevokeHandler) allow(uid string, client netip.Addr, now time.Time) (time.Duration, bool) {
+	client = client.Unmap()
+	k := logoutKey{uid: uid, client: netip.PrefixFrom(client, client.BitLen())}
+	if client.Is6() {
+		k.client, _ = client.Prefix(64)
+	}
 	h.mu.Lock()
-	lim, ok := h.people.Get(uid)
+	lim, ok := h.people.Get(k)
 	if !ok {
 		lim = rate.NewLimiter(rate.Every(LogoutEvery), LogoutBurst)
-		h.people.Add(uid, lim)
+		h.people.Add(k, lim)
 	}
 	h.mu.Unlock()
 	if lim.AllowN(now, 1) {

@@ -368,8 +368,9 @@ func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
 // TestLogoutsOfOnePersonAreRateLimited: a token the issuer knows costs no GitHub call (a cached
 // GitHub token, a session verified with the issuer's keys), so the new-token rate never stops
 // a loop of logouts; each would write the revocation store (a ConfigMap update) and wake every
-// verifier's feed. One person gets LogoutBurst logouts at once and one per LogoutEvery after;
-// beyond that 429 with Retry-After and nothing revoked; another person is not held up.
+// verifier's feed. One person from one address gets LogoutBurst logouts at once and one per
+// LogoutEvery after; beyond that 429 with Retry-After and nothing revoked; another person, and
+// the same person from another address, are not held up.
 func TestLogoutsOfOnePersonAreRateLimited(t *testing.T) {
 	e := newRevokeEnv(t)
 	codes := map[int]int{}
@@ -386,12 +387,21 @@ func TestLogoutsOfOnePersonAreRateLimited(t *testing.T) {
 	if rec := postRevoke(e.h, form("token", "gho_bob")); rec.Code != http.StatusOK {
 		t.Errorf("bob's logout after alice's flood: HTTP %d %s", rec.Code, rec.Body)
 	}
+	// A thief with alice's token cannot keep alice, elsewhere, from logging out.
+	req := httptest.NewRequest(http.MethodPost, RevokePath, strings.NewReader(form("token", "gho_alice0iufm3")))
+	req.Header.Set("Content-Type", FormMediaType)
+	req.RemoteAddr = "[2001:db8:1:2::7]:40000"
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("alice's logout from another address during the flood: HTTP %d %s", rec.Code, rec.Body)
+	}
 	e.clock.advance(LogoutEvery)
 	if rec := postRevoke(e.h, form("token", "gho_alice0iufm3")); rec.Code != http.StatusOK {
 		t.Errorf("alice's logout %v later: HTTP %d %s", LogoutEvery, rec.Code, rec.Body)
 	}
 	ev := e.events(t)
-	if last := ev[len(ev)-3]; last["outcome"] != audit.OutcomeUnavailable || last["reason"] != tokenreview.ReasonThrottled || last["user"] != alice.Username {
+	if last := ev[len(ev)-4]; last["outcome"] != audit.OutcomeUnavailable || last["reason"] != tokenreview.ReasonThrottled || last["user"] != alice.Username {
 		t.Errorf("a throttled logout's audit event: %v", last)
 	}
 }
