@@ -22,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/internal/githubapi"
+	"github.com/octogate/octogate/internal/syncbuf"
 	"github.com/octogate/octogate/revocation"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/tokenreview"
@@ -39,6 +41,7 @@ var issuerDoorsTokenAlice = ghtoken.Mint("gho_issuer_doors_alice")
 type issuerDoors struct {
 	base   string // https://127.0.0.1:port
 	client *http.Client
+	audit  *syncbuf.Buffer // the audit events, one JSON line each
 }
 
 func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
@@ -70,15 +73,22 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mountIssuer(server, cfg, keys, authn, nil, revs, nil, nil, log); err != nil {
+	out := &syncbuf.Buffer{}
+	auditLog, err := audit.New(audit.Config{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mountIssuer(server, cfg, keys, authn, nil, revs, auditLog, nil, log); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, audited := make(chan error, 1), make(chan error, 1)
 	go func() { done <- server.Run(ctx) }()
+	go func() { audited <- auditLog.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		<-audited
 	})
 	select {
 	case <-server.Ready():
@@ -87,7 +97,7 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server did not listen within 10 s")
 	}
-	return &issuerDoors{base: "https://" + server.Addr().String(),
+	return &issuerDoors{base: "https://" + server.Addr().String(), audit: out,
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
 }
 
@@ -210,5 +220,37 @@ func TestServedLogoutOfAClusterWhoseNameTheStoreCannotKeep(t *testing.T) {
 	}
 	if code, m := d.post(t, session.RevokePath, url.Values{"token": {issuerDoorsTokenAlice}}, nil); code != http.StatusOK {
 		t.Errorf("logout of every cluster: HTTP %d %v", code, m)
+	}
+}
+
+// TestServedLogoutAuditsTheClientBehindTrustedProxiesOnly: the logout's audit event names the
+// connection's peer, whatever X-Forwarded-For says, unless OCTOGATE_TRUSTED_PROXIES trusts that
+// peer; it never holds the token.
+func TestServedLogoutAuditsTheClientBehindTrustedProxiesOnly(t *testing.T) {
+	for _, tc := range []struct {
+		trusted []string
+		want    string
+	}{{nil, "127.0.0.1"}, {[]string{"127.0.0.1"}, "198.51.100.7"}} {
+		d := startIssuerDoors(t, func(c *serveConfig) { c.TrustedProxies = tc.trusted })
+		if code, m := d.post(t, session.RevokePath, url.Values{"token": {issuerDoorsTokenAlice}}, http.Header{"X-Forwarded-For": {"198.51.100.7"}}); code != http.StatusOK {
+			t.Fatalf("HTTP %d %v", code, m)
+		}
+		var ev map[string]string
+		deadline := time.Now().Add(5 * time.Second)
+		for ev == nil && time.Now().Before(deadline) {
+			if line, _, _ := strings.Cut(d.audit.String(), "\n"); line != "" {
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("audit line %q: %v", line, err)
+				}
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ev["event"] != "session.logout" || ev["clientAddress"] != tc.want || ev["user"] != "github:alice:1001" {
+			t.Errorf("OCTOGATE_TRUSTED_PROXIES=%v: audit event %v, want clientAddress %s", tc.trusted, ev, tc.want)
+		}
+		if strings.Contains(d.audit.String(), issuerDoorsTokenAlice) {
+			t.Errorf("the audit holds the token: %s", d.audit.String())
+		}
 	}
 }
