@@ -103,7 +103,7 @@ type RevokeResponse struct {
 
 // RevokeHandler serves logout at POST <issuer>/oauth2/revoke: decode (DecodeRevokeRequest)
 // -> identify the person by the token -> SessionRevoker.RevokeSessions(uid, clusters, now)
-// -> encode. The token is a session of this issuer for any of its clusters (verified with its
+// -> wait for the next second (a session minted after the answer is not revoked) -> encode. The token is a session of this issuer for any of its clusters (verified with its
 // keys, refused when expired or revoked) or a GitHub token (looked up as the exchange looks
 // it up); a GitHub Actions OIDC token, and a session minted for one (it names a workflow, no
 // GitHub account), are refused. Answers carry Cache-Control: no-store:
@@ -131,6 +131,9 @@ type RevokeHandler struct {
 
 	mu     sync.Mutex // makes the LRU's get-or-add one step
 	people *lru.Cache[logoutKey, *rate.Limiter]
+
+	// sleep waits d or until ctx is done (a test's clock advances instead).
+	sleep func(ctx context.Context, d time.Duration)
 }
 
 // logoutKey is whose logouts a rate counts: one person from one client address (an IPv6 one
@@ -184,7 +187,7 @@ func NewRevokeHandler(x *Exchanger, revoker SessionRevoker, revoked func(uid str
 	if err != nil {
 		return nil, err
 	}
-	h := &RevokeHandler{auth: newCaller(x), revoker: revoker, people: people}
+	h := &RevokeHandler{auth: newCaller(x), revoker: revoker, people: people, sleep: sleepCtx}
 	h.auth.revoked = revoked
 	for _, o := range opts {
 		o(h)
@@ -257,6 +260,10 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusServiceUnavailable)
 		return
 	}
+	// A session's iat is whole seconds, so a logout revokes every session of its second: one
+	// minted after the answer, in that second, would be refused everywhere until its exp. The
+	// answer waits for the next second (at most 1 s).
+	h.sleep(r.Context(), at.Truncate(time.Second).Add(time.Second).Sub(h.auth.x.now()))
 	resp := RevokeResponse{User: id.Username, Clusters: req.Audiences, RevokedAt: at.UTC()}
 	if len(req.Audiences) == 0 {
 		resp.Clusters, resp.AllClusters = slices.Clone(h.auth.x.targets.Names()), true
@@ -333,6 +340,18 @@ func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr neti
 	}
 	door.Record(r.Context(), door.Outcome{Decision: decision, User: id.Username, Reason: reason})
 	writeJSON(w, status, oerr)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // githubAccountID reports whether uid is a GitHub account's id: digits (the REST API's "id" of

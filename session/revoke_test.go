@@ -71,6 +71,7 @@ func newRevokeEnv(t *testing.T) *revokeEnv {
 	if e.h, err = NewRevokeHandler(e.x, e.revoker, e.revoker.revokedSince, WithRevokeAudit(w)); err != nil {
 		t.Fatal(err)
 	}
+	e.h.sleep = func(context.Context, time.Duration) {} // the clock stands still
 	return e
 }
 
@@ -344,6 +345,7 @@ func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.sleep = e.h.sleep
 	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(wholePerson), ClustersHonourLogouts(e.revoker.loggedOut))
 	staging, prod := e.session(t, "staging"), e.session(t, "prod")
 	if rec := postRevoke(h, form("token", staging, "audience", "staging")); rec.Code != http.StatusOK {

@@ -254,3 +254,36 @@ func TestServedLogoutAuditsTheClientBehindTrustedProxiesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestServedLoginRightAfterLogoutWorks: a session is stamped with the second it was issued in
+// (iat), a logout revokes those issued at or before its time; a login answered after the
+// logout's answer, in the same second, must not get a session every verifier refuses until its
+// exp (the credential plugin would cache it).
+func TestServedLoginRightAfterLogoutWorks(t *testing.T) {
+	d := startIssuerDoors(t, nil)
+	for _, audience := range []string{"", "staging"} {
+		form := url.Values{"token": {issuerDoorsTokenAlice}}
+		cluster := "prod"
+		if audience != "" {
+			form["audience"], cluster = []string{audience}, audience
+		}
+		if code, m := d.post(t, session.RevokePath, form, nil); code != http.StatusOK {
+			t.Fatalf("logout: HTTP %d %v", code, m)
+		}
+		fresh := d.exchange(t, cluster)
+		req, err := http.NewRequest(http.MethodGet, d.base+session.ClustersPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+fresh)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("a %s session issued right after the logout (audience %q): HTTP %d %s", cluster, audience, resp.StatusCode, body)
+		}
+	}
+}
