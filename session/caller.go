@@ -18,17 +18,25 @@ type caller struct {
 	x *Exchanger
 	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
 	revoked func(uid string, issuedAt time.Time) bool
-	// loggedOut is LoggedOut (nil: none known): logouts of a cluster, which revoked hears of
-	// only for the issuer's own cluster.
-	loggedOut LoggedOut
+	// also are the revocations checked beyond revoked.
+	also SessionRevocations
 
 	mu        sync.Mutex
 	verifiers map[string]*Verifier // by audience, for the audiences x serves
 }
 
-// LoggedOut reports whether the sessions of the GitHub account uid for cluster issued at
-// issuedAt were revoked by a logout of that cluster (revocation.Log.SessionsRevokedSince).
-type LoggedOut func(uid, cluster string, issuedAt time.Time) bool
+// SessionRevocations are what a session of this issuer is checked against at its doors
+// besides its user's revocations (tokenreview.Handler.RevokedSince), so that they decide as the
+// issuer's own verifier does, and know of logouts of any of its clusters.
+type SessionRevocations struct {
+	// Teams reports whether one of groups was revoked (a team) at or after issuedAt
+	// (revocation.Teams.RevokedSince, VerifierConfig.RevokedGroups); nil: none.
+	Teams func(groups []string, issuedAt time.Time) bool
+	// LoggedOut reports whether the sessions of the GitHub account uid for cluster issued at
+	// issuedAt were revoked by a logout of that cluster (revocation.Log.SessionsRevokedSince),
+	// which the user's revocations hold only for the issuer's own cluster; nil: none.
+	LoggedOut func(uid, cluster string, issuedAt time.Time) bool
+}
 
 func newCaller(x *Exchanger) *caller { return &caller{x: x, verifiers: map[string]*Verifier{}} }
 
@@ -48,12 +56,13 @@ func (c *caller) sessionLookup(token string) (tokenreview.Lookup, bool) {
 		return v, true
 	}
 	revoked := c.revoked
-	if loggedOut := c.loggedOut; loggedOut != nil {
+	if loggedOut := c.also.LoggedOut; loggedOut != nil {
 		revoked = func(uid string, issuedAt time.Time) bool {
 			return c.revoked(uid, issuedAt) || loggedOut(uid, aud, issuedAt)
 		}
 	}
-	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: revoked, CacheSize: 1000, Now: c.x.now})
+	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: revoked, RevokedGroups: c.also.Teams,
+		CacheSize: 1000, Now: c.x.now})
 	if err != nil {
 		return nil, false
 	}

@@ -73,10 +73,10 @@ func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersO
 	return func(h *ClustersHandler) { h.auth.revoked = revoked }
 }
 
-// ClustersHonourLogouts makes a session that a logout of its cluster revoked (loggedOut) fail
-// to authenticate, as a session its user's revocation covers does (with AcceptSessions).
-func ClustersHonourLogouts(loggedOut LoggedOut) ClustersOption {
-	return func(h *ClustersHandler) { h.auth.loggedOut = loggedOut }
+// ClustersHonour makes a session that r revokes (a team's, or a logout of its cluster) fail to
+// authenticate, as a session its user's revocation covers does (with AcceptSessions).
+func ClustersHonour(r SessionRevocations) ClustersOption {
+	return func(h *ClustersHandler) { h.auth.also = r }
 }
 
 // ClustersClientAddr makes r find the client address whose rate of new tokens a lookup counts

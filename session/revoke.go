@@ -165,10 +165,10 @@ func RevokeClientAddr(r clientaddr.Resolver) RevokeOption {
 	return func(h *RevokeHandler) { h.clients = r }
 }
 
-// RevokeHonoursLogouts makes a session that a logout of its cluster revoked (loggedOut) fail
-// to authenticate a logout, as a session its user's revocation covers does.
-func RevokeHonoursLogouts(loggedOut LoggedOut) RevokeOption {
-	return func(h *RevokeHandler) { h.auth.loggedOut = loggedOut }
+// RevokeHonours makes a session that r revokes (a team's, or a logout of its cluster) fail to
+// authenticate a logout, as a session its user's revocation covers does.
+func RevokeHonours(r SessionRevocations) RevokeOption {
+	return func(h *RevokeHandler) { h.auth.also = r }
 }
 
 // WithRevokeAudit makes the handler write one SessionLogout audit event per answer to w.

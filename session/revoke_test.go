@@ -341,12 +341,12 @@ func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
 		}
 		return false
 	}
-	h, err := NewRevokeHandler(e.x, e.revoker, wholePerson, RevokeHonoursLogouts(e.revoker.loggedOut))
+	h, err := NewRevokeHandler(e.x, e.revoker, wholePerson, RevokeHonours(SessionRevocations{LoggedOut: e.revoker.loggedOut}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.sleep = e.h.sleep
-	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(wholePerson), ClustersHonourLogouts(e.revoker.loggedOut))
+	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(wholePerson), ClustersHonour(SessionRevocations{LoggedOut: e.revoker.loggedOut}))
 	staging, prod := e.session(t, "staging"), e.session(t, "prod")
 	if rec := postRevoke(h, form("token", staging, "audience", "staging")); rec.Code != http.StatusOK {
 		t.Fatalf("logout of staging: HTTP %d %s", rec.Code, rec.Body)
@@ -460,5 +460,35 @@ func TestASessionOfAWorkflowCannotLogOut(t *testing.T) {
 	}
 	if len(e.revoker.calls) != 0 {
 		t.Errorf("a workflow's session revoked %+v", e.revoker.calls)
+	}
+}
+
+// TestTheIssuersDoorsRefuseASessionOfARevokedTeam: the issuer's own verifier refuses a session
+// that carries a team revoked since it was issued (VerifierConfig.RevokedGroups); its cluster
+// list and logout make the same decision, so that a session of a team's former member does not
+// list the team's clusters (their servers and CAs) nor log anyone out.
+func TestTheIssuersDoorsRefuseASessionOfARevokedTeam(t *testing.T) {
+	e := newRevokeEnv(t)
+	var teamRevokedAt time.Time
+	teams := func(groups []string, iat time.Time) bool {
+		return slices.Contains(groups, "github:acme/platform") && !teamRevokedAt.IsZero() && !teamRevokedAt.Before(iat)
+	}
+	never := func(string, time.Time) bool { return false }
+	h, err := NewRevokeHandler(e.x, e.revoker, never, RevokeHonours(SessionRevocations{Teams: teams}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sleep = e.h.sleep
+	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(never), ClustersHonour(SessionRevocations{Teams: teams}))
+	staging := e.session(t, "staging")
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"prod"`) {
+		t.Fatalf("before the team's revocation: HTTP %d %s", rec.Code, rec.Body)
+	}
+	teamRevokedAt = e.clock.t
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("a session of a revoked team at the cluster list: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := postRevoke(h, form("token", staging)); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("a session of a revoked team at logout: HTTP %d %s", rec.Code, rec.Body)
 	}
 }

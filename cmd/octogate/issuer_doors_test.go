@@ -42,13 +42,15 @@ type issuerDoors struct {
 	base   string // https://127.0.0.1:port
 	client *http.Client
 	audit  *syncbuf.Buffer // the audit events, one JSON line each
+	teams  *revocation.Teams
 }
 
 func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	t.Helper()
 	gh := githubapi.New()
 	t.Cleanup(gh.Close)
-	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{issuerDoorsTokenAlice}, Memberships: []githubapi.Membership{{Org: "acme"}}})
+	gh.AddUser(githubapi.User{Login: "alice", ID: 1001, Tokens: []string{issuerDoorsTokenAlice}, Memberships: []githubapi.Membership{{Org: "acme"}},
+		Teams: []githubapi.Team{{Org: "acme", Name: "sre"}}})
 	authn, err := tokenreview.New(tokenreview.Config{GitHubAPIURL: gh.URL(), Orgs: []string{"acme"}})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,8 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 		change(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	revs, err := newRevocations(cfg, authn, revocation.NewTeams("github:", time.Hour), nil, log)
+	teams := revocation.NewTeams("github:", time.Hour)
+	revs, err := newRevocations(cfg, authn, teams, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,7 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mountIssuer(server, cfg, keys, authn, nil, revs, auditLog, nil, log); err != nil {
+	if _, err := mountIssuer(server, cfg, keys, authn, nil, revs, teams, auditLog, nil, log); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +100,7 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server did not listen within 10 s")
 	}
-	return &issuerDoors{base: "https://" + server.Addr().String(), audit: out,
+	return &issuerDoors{base: "https://" + server.Addr().String(), audit: out, teams: teams,
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
 }
 
@@ -285,5 +288,30 @@ func TestServedLoginRightAfterLogoutWorks(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("a %s session issued right after the logout (audience %q): HTTP %d %s", cluster, audience, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestServedDoorsRefuseASessionOfARevokedTeam: as serve mounts the issuer, a session carrying
+// a team revoked since it was issued (an org webhook's membership or team event) authenticates
+// neither the cluster list nor logout, as the issuer's own verifier refuses it.
+func TestServedDoorsRefuseASessionOfARevokedTeam(t *testing.T) {
+	d := startIssuerDoors(t, nil)
+	staging := d.exchange(t, "staging")
+	d.teams.Revoke("acme/sre", time.Now())
+	req, err := http.NewRequest(http.MethodGet, d.base+session.ClustersPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+staging)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a session of a revoked team at the cluster list: HTTP %d", resp.StatusCode)
+	}
+	if code, m := d.post(t, session.RevokePath, url.Values{"token": {staging}}, nil); code != http.StatusBadRequest {
+		t.Errorf("a session of a revoked team at logout: HTTP %d %v", code, m)
 	}
 }
