@@ -309,7 +309,7 @@ func RevokeRoute(issuer string) string {
 func (h *RevokeHandler) unknownAudience(audiences []string) *OAuthError {
 	for _, a := range audiences {
 		if !h.auth.x.targets.Serves(a) {
-			return invalidRequest("audience %q is not a cluster of this issuer (its clusters: %s)", clip(a), strings.Join(h.auth.x.targets.Names(), ", "))
+			return invalidRequest("audience %q is not a cluster of this issuer (its clusters: %s)", audienceName(h.auth.x.targets, a), strings.Join(h.auth.x.targets.Names(), ", "))
 		}
 	}
 	return nil
@@ -324,7 +324,7 @@ func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr neti
 		if e.Cluster != "" {
 			e.Cluster += ","
 		}
-		e.Cluster += clip(a)
+		e.Cluster += audienceName(h.auth.x.targets, a)
 	}
 	decision := "refused"
 	if oerr.Code == ErrTemporarilyUnavailable {
