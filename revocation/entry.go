@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/octogate/octogate/session"
 )
 
 // Revocation is one GitHub user, one team's members, one user's sessions for one cluster, or
@@ -179,7 +181,9 @@ type LeaverMarker interface {
 }
 
 // sessionRevocations are the revocations of RevokeSessions: one user revocation when clusters
-// is empty, else one per cluster (duplicates once).
+// is empty, else one per cluster (duplicates once). A cluster whose name cannot be a key
+// (OCTOGATE_SESSION_AUDIENCES may name one "https://...") is an error wrapping
+// session.ErrClusterNotRevocable, and then there is none: a logout is done whole or not at all.
 func sessionRevocations(uid string, clusters []string, at time.Time) ([]Revocation, error) {
 	if !numeric(uid) {
 		return nil, fmt.Errorf("revocation: uid %q: want a numeric GitHub id", uid)
@@ -195,11 +199,14 @@ func sessionRevocations(uid string, clusters []string, at time.Time) ([]Revocati
 		switch {
 		case seen[c]:
 		case !r.valid():
-			errs = append(errs, fmt.Errorf("revocation: cluster %q: want lowercase letters, digits, '-' and '.'", c))
+			errs = append(errs, fmt.Errorf("%w: cluster %q: its name is not letters, digits, '-', '_' and '.' (at most %d)", session.ErrClusterNotRevocable, c, maxKeyBytes-20))
 		default:
 			seen[c] = true
 			rs = append(rs, r)
 		}
 	}
-	return rs, errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return rs, nil
 }

@@ -80,3 +80,18 @@ func (l *Log) snapshot() (s []Revocation, ids []string, changed <-chan struct{})
 	l.sorted, l.ids = s, ids
 	return s, ids, l.changed
 }
+
+// SessionsRevokedSince reports whether the log holds a logout of uid's sessions for cluster
+// (a Revocation with UserID and Cluster) at or after issuedAt: a session of that cluster
+// issued then is revoked. Times are compared to the second, as the ConfigMap records them.
+// Logouts of every cluster are the user's revocations (tokenreview.Handler.RevokedSince).
+func (l *Log) SessionsRevokedSince(uid, cluster string, issuedAt time.Time) bool {
+	if l == nil || uid == "" || cluster == "" {
+		return false
+	}
+	k := Revocation{UserID: uid, Cluster: cluster}.key()
+	l.mu.Lock()
+	r, ok := l.entries[k]
+	l.mu.Unlock()
+	return ok && !r.At.Before(issuedAt.Truncate(time.Second))
+}

@@ -181,6 +181,8 @@ type Shared struct {
 	cfg Config
 	now func() time.Time
 
+	// flushMu serialises the ConfigMap writes of this replica (Run's, logouts').
+	flushMu sync.Mutex
 	mu      sync.Mutex
 	pending map[string]time.Time // to write
 	applied map[string]time.Time // seen in the ConfigMap and evicted
@@ -235,15 +237,44 @@ func (s *Shared) Revoke(_ context.Context, r Revocation) int {
 	return n
 }
 
+// StoreTimeout bounds how long RevokeSessions waits for the ConfigMap write.
+const StoreTimeout = 5 * time.Second
+
 // RevokeSessions implements SessionRevoker: the revocations are applied here at once, served
-// on this replica's feed and queued for the ConfigMap, from which every replica applies and
-// serves them (Run). It returns before the ConfigMap is written; a write that fails is retried.
+// on this replica's feed and written to the ConfigMap, from which every replica applies and
+// serves them (Run), before it returns. An error (the Kubernetes API down, every write in
+// conflict, StoreTimeout or ctx over) means the ConfigMap may not hold them: other replicas
+// and their feeds may not know, so the logout must not be answered as done; they stay queued
+// and Run retries the write.
 func (s *Shared) RevokeSessions(ctx context.Context, uid string, clusters []string, at time.Time) error {
 	rs, err := sessionRevocations(uid, clusters, at)
 	for _, r := range rs {
 		s.Revoke(ctx, r)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.store(ctx, rs)
+}
+
+// store returns once the ConfigMap holds rs: at once when a write of this replica took them
+// already (writes are serialised, so that concurrent logouts share one write), else after a
+// write of everything pending.
+func (s *Shared) store(ctx context.Context, rs []Revocation) error {
+	ctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+	defer cancel()
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	queued := slices.ContainsFunc(rs, func(r Revocation) bool { _, ok := s.pending[r.key()]; return ok })
+	s.mu.Unlock()
+	if !queued {
+		return nil
+	}
+	if err := s.flushLocked(ctx); err != nil {
+		return fmt.Errorf("revocation: writing ConfigMap %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
+	}
+	return nil
 }
 
 // Left implements LeaverMarker, shared with every replica as RevokeSessions is.
@@ -373,6 +404,13 @@ func (s *Shared) observe(obj any, initial bool) {
 
 // flush merges the pending revocations into the ConfigMap, pruning old entries.
 func (s *Shared) flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.flushLocked(ctx)
+}
+
+// flushLocked is flush with flushMu held.
+func (s *Shared) flushLocked(ctx context.Context) error {
 	s.mu.Lock()
 	batch := maps.Clone(s.pending)
 	s.mu.Unlock()

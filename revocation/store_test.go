@@ -2,12 +2,18 @@ package revocation
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestRevokeSessionsIsSharedServedAndHonouredForItsOwnAudience: a logout of staging and prod
@@ -81,5 +87,80 @@ func TestMergeRestampsLateEntries(t *testing.T) {
 	got := merge(nil, map[string]time.Time{"user.1": now.Add(-10 * time.Minute), "user.2": now.Add(-time.Second)}, now, time.Hour)
 	if got["user.1"] != now.Format(time.RFC3339) || got["user.2"] != now.Add(-time.Second).Format(time.RFC3339) {
 		t.Fatalf("%v", got)
+	}
+}
+
+// TestRevokeSessionsReturnsOnlyOnceTheConfigMapHoldsIt: a logout is answered as done only
+// when every replica will learn of it. With the Kubernetes API down or every write in
+// conflict, RevokeSessions returns an error (the issuer answers 503), and the revocation stays
+// queued for Run; once the API answers, it returns with the ConfigMap holding the logout.
+func TestRevokeSessionsReturnsOnlyOnceTheConfigMapHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"API down", apierrors.NewServiceUnavailable("etcd is down")},
+		{"every write in conflict", apierrors.NewConflict(corev1.Resource("configmaps"), DefaultName, errors.New("the object has been modified"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			var down atomic.Bool
+			down.Store(true)
+			client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if down.Load() && a.GetVerb() != "get" {
+					return true, nil, tc.err
+				}
+				return false, nil, nil
+			})
+			s, err := NewShared(Config{Client: client, Namespace: "ns", Keep: time.Hour, Evictor: &fakeEvictor{}, Log: NewLog(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RevokeSessions(ctx, "1002", []string{"staging"}, time.Now()); err == nil {
+				t.Fatal("RevokeSessions returned no error while the ConfigMap could not be written")
+			}
+			if _, ok := s.pending["sessions.1002.staging"]; !ok {
+				t.Fatalf("the failed logout is no longer queued for Run: pending %v", s.pending)
+			}
+			down.Store(false)
+			if err := s.RevokeSessions(ctx, "1002", []string{"prod"}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			cm, err := client.CoreV1().ConfigMaps("ns").Get(ctx, DefaultName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cm.Data["sessions.1002.prod"] == "" || cm.Data["sessions.1002.staging"] == "" {
+				t.Fatalf("ConfigMap data %v, want both logouts", cm.Data)
+			}
+		})
+	}
+}
+
+// TestLogSaysWhichSessionsALogoutRevoked: a logout of staging revokes uid's staging sessions
+// issued until it (to the second), not later ones, not another cluster's nor another user's.
+func TestLogSaysWhichSessionsALogoutRevoked(t *testing.T) {
+	l := NewLog(time.Hour)
+	at := time.Now().Truncate(time.Second).Add(300 * time.Millisecond)
+	l.Add(Revocation{UserID: "1002", Cluster: "staging", At: at})
+	for _, tc := range []struct {
+		uid, cluster string
+		iat          time.Time
+		want         bool
+	}{
+		{"1002", "staging", at.Add(-time.Minute), true},
+		{"1002", "staging", at.Truncate(time.Second), true},
+		{"1002", "staging", at.Add(time.Second), false},
+		{"1002", "prod", at.Add(-time.Minute), false},
+		{"1003", "staging", at.Add(-time.Minute), false},
+		{"1002", "", at.Add(-time.Minute), false},
+	} {
+		if got := l.SessionsRevokedSince(tc.uid, tc.cluster, tc.iat); got != tc.want {
+			t.Errorf("SessionsRevokedSince(%q, %q, %v) = %v, want %v", tc.uid, tc.cluster, tc.iat, got, tc.want)
+		}
+	}
+	if (*Log)(nil).SessionsRevokedSince("1002", "staging", at) {
+		t.Error("a nil Log revoked")
 	}
 }

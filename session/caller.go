@@ -18,9 +18,24 @@ type caller struct {
 	x *Exchanger
 	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
 	revoked func(uid string, issuedAt time.Time) bool
+	// also are the revocations checked beyond revoked.
+	also SessionRevocations
 
 	mu        sync.Mutex
 	verifiers map[string]*Verifier // by audience, for the audiences x serves
+}
+
+// SessionRevocations are what a session of this issuer is checked against at its doors
+// besides its user's revocations (tokenreview.Handler.RevokedSince), so that they decide as the
+// issuer's own verifier does, and know of logouts of any of its clusters.
+type SessionRevocations struct {
+	// Teams reports whether one of groups was revoked (a team) at or after issuedAt
+	// (revocation.Teams.RevokedSince, VerifierConfig.RevokedGroups); nil: none.
+	Teams func(groups []string, issuedAt time.Time) bool
+	// LoggedOut reports whether the sessions of the GitHub account uid for cluster issued at
+	// issuedAt were revoked by a logout of that cluster (revocation.Log.SessionsRevokedSince),
+	// which the user's revocations hold only for the issuer's own cluster; nil: none.
+	LoggedOut func(uid, cluster string, issuedAt time.Time) bool
 }
 
 func newCaller(x *Exchanger) *caller { return &caller{x: x, verifiers: map[string]*Verifier{}} }
@@ -40,7 +55,14 @@ func (c *caller) sessionLookup(token string) (tokenreview.Lookup, bool) {
 	if v, ok := c.verifiers[aud]; ok {
 		return v, true
 	}
-	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: c.revoked, CacheSize: 1000, Now: c.x.now})
+	revoked := c.revoked
+	if loggedOut := c.also.LoggedOut; loggedOut != nil {
+		revoked = func(uid string, issuedAt time.Time) bool {
+			return c.revoked(uid, issuedAt) || loggedOut(uid, aud, issuedAt)
+		}
+	}
+	v, err := NewVerifier(VerifierConfig{Issuer: c.x.issuer, Audience: aud, Keys: c.x.keys, Revoked: revoked, RevokedGroups: c.also.Teams,
+		CacheSize: 1000, Now: c.x.now})
 	if err != nil {
 		return nil, false
 	}

@@ -103,6 +103,12 @@ func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersO
 	return func(h *ClustersHandler) { h.auth.revoked = revoked }
 }
 
+// ClustersHonour makes a session that r revokes (a team's, or a logout of its cluster) fail to
+// authenticate, as a session its user's revocation covers does (with AcceptSessions).
+func ClustersHonour(r SessionRevocations) ClustersOption {
+	return func(h *ClustersHandler) { h.auth.also = r }
+}
+
 // ClustersClientAddr makes r find the client address whose rate of new tokens a lookup counts
 // against (tokenreview.FromClient); without it, the connection's peer.
 func ClustersClientAddr(r clientaddr.Resolver) ClustersOption {

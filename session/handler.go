@@ -76,13 +76,13 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, oerr := DecodeRequest(body)
 	if oerr != nil {
 		door.Record(r.Context(), door.Outcome{Decision: "error", Reason: oerr.Error()})
-		h.audit.Log(auditEvent(req, h.clients.Addr(r), tokenreview.Identity{}, Claims{}, oerr))
+		h.audit.Log(auditEvent(h.x.targets, req, h.clients.Addr(r), tokenreview.Identity{}, Claims{}, oerr))
 		writeJSON(w, http.StatusBadRequest, oerr)
 		return
 	}
 	addr := h.clients.Addr(r)
 	resp, id, claims, oerr := h.x.exchange(tokenreview.FromClient(r.Context(), addr), req)
-	h.audit.Log(auditEvent(req, addr, id, claims, oerr))
+	h.audit.Log(auditEvent(h.x.targets, req, addr, id, claims, oerr))
 	var throttled *tokenreview.ThrottledError
 	switch {
 	case oerr != nil && errors.As(oerr.cause, &throttled):

@@ -8,8 +8,13 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/internal/clientaddr"
@@ -26,10 +31,16 @@ const RevokePath = "/oauth2/revoke"
 type SessionRevoker interface {
 	// RevokeSessions revokes the sessions of the GitHub account uid (its numeric id,
 	// Identity.UID) for clusters (names of the issuer's clusters; empty: every cluster) whose
-	// iat is at or before at. An error means the revocation may not have been recorded: the
+	// iat is at or before at. An error wrapping ErrClusterNotRevocable revoked nothing and
+	// answers 400; any other error means the revocation may not have been recorded: the
 	// logout is answered 503, never as done.
 	RevokeSessions(ctx context.Context, uid string, clusters []string, at time.Time) error
 }
+
+// ErrClusterNotRevocable is what a SessionRevoker's error wraps when it cannot revoke the
+// sessions of one of the clusters named alone (its name cannot be recorded) and so revoked
+// none: a logout of every cluster still can.
+var ErrClusterNotRevocable = errors.New("the sessions of this cluster cannot be revoked alone")
 
 // RevokeRequest is a logout request: an RFC 7009 section 2.1 token revocation request,
 // form-encoded, whose token authenticates the person (a session of this issuer or a GitHub
@@ -92,27 +103,58 @@ type RevokeResponse struct {
 
 // RevokeHandler serves logout at POST <issuer>/oauth2/revoke: decode (DecodeRevokeRequest)
 // -> identify the person by the token -> SessionRevoker.RevokeSessions(uid, clusters, now)
-// -> encode. The token is a session of this issuer for any of its clusters (verified with its
+// -> wait for the next second (a session minted after the answer is not revoked) -> encode. The token is a session of this issuer for any of its clusters (verified with its
 // keys, refused when expired or revoked) or a GitHub token (looked up as the exchange looks
-// it up); a GitHub Actions OIDC token is refused. Answers carry Cache-Control: no-store:
+// it up); a GitHub Actions OIDC token, and a session minted for one (it names a workflow, no
+// GitHub account), are refused. Answers carry Cache-Control: no-store:
 //   - 200 with a RevokeResponse;
 //   - 400 invalid_request for a bad body or an audience that is not a cluster of the issuer
-//     (naming it), 413 for a body above MaxRequestBytes;
+//     (naming it), or one whose sessions cannot be revoked alone (ErrClusterNotRevocable),
+//     413 for a body above MaxRequestBytes;
 //   - 400 invalid_grant, the description starting with the reason code, for a token refused
 //     (as the exchange refuses a subject token);
 //   - 429 temporarily_unavailable with Retry-After when the client's address sent more new
-//     tokens than its rate (the public doors' rate, tokenreview.FromClient; RFC 6585 section 4);
+//     tokens than its rate (the public doors' rate, tokenreview.FromClient; RFC 6585 section 4),
+//     or the person logged out from that address more often than LogoutBurst at once and one
+//     per LogoutEvery (the description starts with [throttled]; nothing revoked);
 //   - 503 temporarily_unavailable with Retry-After: 1 when GitHub, the keys or the revocation
 //     store cannot answer now: nothing is said to be revoked.
 //
 // Errors follow RFC 6749 section 5.2 ({"error","error_description"}) and never quote the
-// token. Every answer writes one audit event SessionLogout (WithRevokeAudit).
+// token. Every answer writes one audit event SessionLogout (WithRevokeAudit), naming the
+// session's jti when a session authenticated it.
 type RevokeHandler struct {
 	auth    *caller
 	revoker SessionRevoker
 	clients clientaddr.Resolver
 	audit   *audit.Writer
+
+	mu     sync.Mutex // makes the LRU's get-or-add one step
+	people *lru.Cache[logoutKey, *rate.Limiter]
+
+	// sleep waits d or until ctx is done (a test's clock advances instead).
+	sleep func(ctx context.Context, d time.Duration)
 }
+
+// logoutKey is whose logouts a rate counts: one person from one client address (an IPv6 one
+// by its /64, as tokenreview.FromClient counts), so that a thief flooding with a person's token
+// cannot keep that person, elsewhere, from logging out.
+type logoutKey struct {
+	uid    string
+	client netip.Prefix
+}
+
+// A person's logouts from one client address: LogoutBurst at once, then one per LogoutEvery.
+// A known token (a cached GitHub token, a session) costs no GitHub call and so escapes the
+// new-token rate, while every logout writes the revocation store and wakes every verifier's
+// feed; a person logs out rarely.
+const (
+	LogoutBurst = 5
+	LogoutEvery = time.Second
+	// maxLogoutPeople bounds the people whose logout rate is remembered (the least recent is
+	// forgotten first, and so gets a full burst again).
+	maxLogoutPeople = 10000
+)
 
 // RevokeOption configures NewRevokeHandler.
 type RevokeOption func(*RevokeHandler)
@@ -121,6 +163,12 @@ type RevokeOption func(*RevokeHandler)
 // against and that the audit event names; without it, the connection's peer.
 func RevokeClientAddr(r clientaddr.Resolver) RevokeOption {
 	return func(h *RevokeHandler) { h.clients = r }
+}
+
+// RevokeHonours makes a session that r revokes (a team's, or a logout of its cluster) fail to
+// authenticate a logout, as a session its user's revocation covers does.
+func RevokeHonours(r SessionRevocations) RevokeOption {
+	return func(h *RevokeHandler) { h.auth.also = r }
 }
 
 // WithRevokeAudit makes the handler write one SessionLogout audit event per answer to w.
@@ -135,7 +183,11 @@ func NewRevokeHandler(x *Exchanger, revoker SessionRevoker, revoked func(uid str
 	if x == nil || revoker == nil || revoked == nil {
 		return nil, errors.New("session: NewRevokeHandler needs an Exchanger, a SessionRevoker and the revocation check")
 	}
-	h := &RevokeHandler{auth: newCaller(x), revoker: revoker}
+	people, err := lru.New[logoutKey, *rate.Limiter](maxLogoutPeople)
+	if err != nil {
+		return nil, err
+	}
+	h := &RevokeHandler{auth: newCaller(x), revoker: revoker, people: people, sleep: sleepCtx}
 	h.auth.revoked = revoked
 	for _, o := range opts {
 		o(h)
@@ -165,8 +217,10 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := h.auth.identify(r.Context(), addr, req.Token, false)
-	if err == nil && id.UID == "" {
-		err = refuse(tokenreview.ReasonInvalidToken, "this token names no GitHub account to log out")
+	if err == nil && !githubAccountID(id.UID) {
+		// A session minted for a GitHub Actions OIDC token names a workflow
+		// (actionsoidc.Prefix), as the Actions token itself does.
+		err = refuse(tokenreview.ReasonInvalidToken, "this token names no GitHub account to log out (a GitHub Actions workflow's session cannot log out)")
 	}
 	var throttled *tokenreview.ThrottledError
 	switch {
@@ -184,20 +238,64 @@ func (h *RevokeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := h.auth.x.now()
-	if err := h.revoker.RevokeSessions(r.Context(), id.UID, req.Audiences, at); err != nil {
+	if wait, ok := h.allow(id.UID, addr, at); !ok {
+		retry := max(time.Second, wait.Round(time.Second))
+		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())))
+		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: fmt.Sprintf("[%s] too many logouts of %s in a short time: nothing was revoked by this one; retry in %v",
+			tokenreview.ReasonThrottled, clip(id.Username), retry)}
+		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusTooManyRequests)
+		return
+	}
+	if err := h.revoker.RevokeSessions(r.Context(), id.UID, req.Audiences, at); errors.Is(err, ErrClusterNotRevocable) {
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		if len(msg) > 500 {
+			msg = msg[:500] + "..."
+		}
+		oerr := invalidRequest("%s: nothing was revoked; log out of every cluster (no audience) instead", msg)
+		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusBadRequest)
+		return
+	} else if err != nil {
 		w.Header().Set("Retry-After", "1")
 		oerr := &OAuthError{Code: ErrTemporarilyUnavailable, Description: "the logout could not be recorded now: no session was revoked for sure; retry", cause: err}
 		h.answer(w, r, addr, id, req.Audiences, oerr, http.StatusServiceUnavailable)
 		return
 	}
+	// A session's iat is whole seconds, so a logout revokes every session of its second: one
+	// minted after the answer, in that second, would be refused everywhere until its exp. The
+	// answer waits for the next second (at most 1 s).
+	h.sleep(r.Context(), at.Truncate(time.Second).Add(time.Second).Sub(h.auth.x.now()))
 	resp := RevokeResponse{User: id.Username, Clusters: req.Audiences, RevokedAt: at.UTC()}
 	if len(req.Audiences) == 0 {
 		resp.Clusters, resp.AllClusters = slices.Clone(h.auth.x.targets.Names()), true
 	}
 	h.audit.Log(audit.Event{Time: at, Event: audit.SessionLogout, User: id.Username, UID: id.UID, Cluster: strings.Join(resp.Clusters, ","),
-		Outcome: audit.OutcomeRevoked, ClientAddress: addrString(addr)})
+		Outcome: audit.OutcomeRevoked, JTI: sessionJTI(id), ClientAddress: addrString(addr)})
 	door.Record(r.Context(), door.Outcome{Decision: "revoked", User: id.Username, Reason: "clusters " + door.Clip(strings.Join(resp.Clusters, ","))})
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// allow takes one logout of the person uid from client at now from their rate, or says how
+// long until one is there.
+func (h *RevokeHandler) allow(uid string, client netip.Addr, now time.Time) (time.Duration, bool) {
+	client = client.Unmap()
+	k := logoutKey{uid: uid, client: netip.PrefixFrom(client, client.BitLen())}
+	if client.Is6() {
+		k.client, _ = client.Prefix(64)
+	}
+	h.mu.Lock()
+	lim, ok := h.people.Get(k)
+	if !ok {
+		lim = rate.NewLimiter(rate.Every(LogoutEvery), LogoutBurst)
+		h.people.Add(k, lim)
+	}
+	h.mu.Unlock()
+	if lim.AllowN(now, 1) {
+		return 0, true
+	}
+	res := lim.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	res.CancelAt(now)
+	return wait, false
 }
 
 // RevokeRoute is the server path of logout of an issuer URL: its path (without a trailing "/")
@@ -211,7 +309,7 @@ func RevokeRoute(issuer string) string {
 func (h *RevokeHandler) unknownAudience(audiences []string) *OAuthError {
 	for _, a := range audiences {
 		if !h.auth.x.targets.Serves(a) {
-			return invalidRequest("audience %q is not a cluster of this issuer (its clusters: %s)", clip(a), strings.Join(h.auth.x.targets.Names(), ", "))
+			return invalidRequest("audience %q is not a cluster of this issuer (its clusters: %s)", audienceName(h.auth.x.targets, a), strings.Join(h.auth.x.targets.Names(), ", "))
 		}
 	}
 	return nil
@@ -221,12 +319,12 @@ func (h *RevokeHandler) unknownAudience(audiences []string) *OAuthError {
 // with status.
 func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr netip.Addr, id tokenreview.Identity, audiences []string, oerr *OAuthError, status int) {
 	e := audit.Event{Event: audit.SessionLogout, User: id.Username, UID: id.UID, Outcome: audit.OutcomeRefused, Reason: reasonCode(oerr),
-		ClientAddress: addrString(addr)}
+		JTI: sessionJTI(id), ClientAddress: addrString(addr)}
 	for _, a := range audiences {
 		if e.Cluster != "" {
 			e.Cluster += ","
 		}
-		e.Cluster += clip(a)
+		e.Cluster += audienceName(h.auth.x.targets, a)
 	}
 	decision := "refused"
 	if oerr.Code == ErrTemporarilyUnavailable {
@@ -242,6 +340,43 @@ func (h *RevokeHandler) answer(w http.ResponseWriter, r *http.Request, addr neti
 	}
 	door.Record(r.Context(), door.Outcome{Decision: decision, User: id.Username, Reason: reason})
 	writeJSON(w, status, oerr)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// githubAccountID reports whether uid is a GitHub account's id: digits (the REST API's "id" of
+// a user, https://docs.github.com/en/rest/users/users#get-the-authenticated-user).
+func githubAccountID(uid string) bool {
+	if uid == "" || len(uid) > 20 {
+		return false
+	}
+	for _, c := range []byte(uid) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionJTI is the jti of the session id was verified from (the verifier's CredentialIDKey
+// "JTI=<jti>"), or "" for another kind of token.
+func sessionJTI(id tokenreview.Identity) string {
+	if v := id.Extra[CredentialIDKey]; len(v) == 1 {
+		if jti, ok := strings.CutPrefix(v[0], "JTI="); ok {
+			return jti
+		}
+	}
+	return ""
 }
 
 func addrString(a netip.Addr) string {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,7 @@ func newRevokeEnv(t *testing.T) *revokeEnv {
 	if e.h, err = NewRevokeHandler(e.x, e.revoker, e.revoker.revokedSince, WithRevokeAudit(w)); err != nil {
 		t.Fatal(err)
 	}
+	e.h.sleep = func(context.Context, time.Duration) {} // the clock stands still
 	return e
 }
 
@@ -310,5 +312,183 @@ func TestNewRevokeHandlerValidates(t *testing.T) {
 	}
 	if d := NewDiscovery("https://h.example.com/octogate/"); d.RevocationEndpoint != "https://h.example.com/octogate/oauth2/revoke" || !slices.Equal(d.RevocationEndpointAuthMethods, []string{"none"}) {
 		t.Errorf("discovery %+v", d)
+	}
+}
+
+// loggedOut answers as revocation.Log.SessionsRevokedSince would after f's revocations: uid's
+// sessions for cluster issued at or before a logout naming that cluster.
+func (f *fakeRevoker) loggedOut(uid, cluster string, iat time.Time) bool {
+	for _, c := range f.calls {
+		if c.uid == uid && slices.Contains(c.clusters, cluster) && !c.at.Before(iat) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors: after alice logs out of staging, her
+// staging session (a thief's copy, say) no longer authenticates a logout or the cluster list,
+// although the issuer's own verifier (tokenreview.Handler.RevokedSince) only hears of logouts
+// of every cluster or of its own; her prod session, not logged out, still does.
+func TestALogoutOfAClusterEndsItsSessionsAtTheIssuersDoors(t *testing.T) {
+	e := newRevokeEnv(t)
+	// As on an issuer whose own cluster is legacy: only a logout of every cluster reaches it.
+	wholePerson := func(uid string, iat time.Time) bool {
+		for _, c := range e.revoker.calls {
+			if c.uid == uid && c.clusters == nil && !c.at.Before(iat) {
+				return true
+			}
+		}
+		return false
+	}
+	h, err := NewRevokeHandler(e.x, e.revoker, wholePerson, RevokeHonours(SessionRevocations{LoggedOut: e.revoker.loggedOut}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sleep = e.h.sleep
+	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(wholePerson), ClustersHonour(SessionRevocations{LoggedOut: e.revoker.loggedOut}))
+	staging, prod := e.session(t, "staging"), e.session(t, "prod")
+	if rec := postRevoke(h, form("token", staging, "audience", "staging")); rec.Code != http.StatusOK {
+		t.Fatalf("logout of staging: HTTP %d %s", rec.Code, rec.Body)
+	}
+	e.clock.advance(time.Second)
+	rec := postRevoke(h, form("token", staging, "audience", "prod"))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("the logged-out staging session logs alice out of prod: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("the logged-out staging session lists alice's clusters: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := getClusters(list, "Bearer "+prod); rec.Code != http.StatusOK {
+		t.Errorf("the prod session, not logged out: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := postRevoke(h, form("token", prod, "audience", "prod")); rec.Code != http.StatusOK {
+		t.Errorf("the prod session, not logged out, logs out of prod: HTTP %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestLogoutsOfOnePersonAreRateLimited: a token the issuer knows costs no GitHub call (a cached
+// GitHub token, a session verified with the issuer's keys), so the new-token rate never stops
+// a loop of logouts; each would write the revocation store (a ConfigMap update) and wake every
+// verifier's feed. One person from one address gets LogoutBurst logouts at once and one per
+// LogoutEvery after; beyond that 429 with Retry-After and nothing revoked; another person, and
+// the same person from another address, are not held up.
+func TestLogoutsOfOnePersonAreRateLimited(t *testing.T) {
+	e := newRevokeEnv(t)
+	codes := map[int]int{}
+	for range 50 {
+		rec := postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", "prod"))
+		codes[rec.Code]++
+		if rec.Code == http.StatusTooManyRequests && (rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), ErrTemporarilyUnavailable)) {
+			t.Errorf("429 without Retry-After or temporarily_unavailable: %s", rec.Body)
+		}
+	}
+	if n := len(e.revoker.calls); n != LogoutBurst || codes[http.StatusOK] != LogoutBurst || codes[http.StatusTooManyRequests] != 50-LogoutBurst {
+		t.Errorf("50 logouts of alice at once: answers %v, %d revocations; want %d done and 429 for the rest", codes, n, LogoutBurst)
+	}
+	if rec := postRevoke(e.h, form("token", "gho_bob")); rec.Code != http.StatusOK {
+		t.Errorf("bob's logout after alice's flood: HTTP %d %s", rec.Code, rec.Body)
+	}
+	// A thief with alice's token cannot keep alice, elsewhere, from logging out.
+	req := httptest.NewRequest(http.MethodPost, RevokePath, strings.NewReader(form("token", "gho_alice0iufm3")))
+	req.Header.Set("Content-Type", FormMediaType)
+	req.RemoteAddr = "[2001:db8:1:2::7]:40000"
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("alice's logout from another address during the flood: HTTP %d %s", rec.Code, rec.Body)
+	}
+	e.clock.advance(LogoutEvery)
+	if rec := postRevoke(e.h, form("token", "gho_alice0iufm3")); rec.Code != http.StatusOK {
+		t.Errorf("alice's logout %v later: HTTP %d %s", LogoutEvery, rec.Code, rec.Body)
+	}
+	ev := e.events(t)
+	if last := ev[len(ev)-4]; last["outcome"] != audit.OutcomeUnavailable || last["reason"] != tokenreview.ReasonThrottled || last["user"] != alice.Username {
+		t.Errorf("a throttled logout's audit event: %v", last)
+	}
+}
+
+// TestALogoutWithASessionNamesItInTheAuditEvent: a logout done with a session names that
+// session's jti in its audit event, as the exchange's event that issued it does, so that an
+// auditor can tell which session (a thief's copy of the staging one?) logged a person out.
+func TestALogoutWithASessionNamesItInTheAuditEvent(t *testing.T) {
+	e := newRevokeEnv(t)
+	staging := e.session(t, "staging")
+	seg := strings.Split(staging, ".")[1]
+	payload, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		ID string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil || c.ID == "" {
+		t.Fatalf("the session's jti: %v %s", err, payload)
+	}
+	if rec := postRevoke(e.h, form("token", staging, "audience", "prod")); rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d %s", rec.Code, rec.Body)
+	}
+	postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", "prod"))
+	ev := e.events(t)
+	if len(ev) != 2 || ev[0]["jti"] != c.ID || ev[1]["jti"] != "" {
+		t.Errorf("audit events %v, want the first naming jti %s, the second (a GitHub token) none", ev, c.ID)
+	}
+}
+
+// TestASessionOfAWorkflowCannotLogOut: a session the exchange minted for a GitHub Actions
+// OIDC token names a workflow (uid github-actions:...), no GitHub account: like the Actions
+// token itself it is refused (400 invalid_grant, nothing asked of the store), never handed to
+// the revocation store, which cannot record it and would answer 503 to every retry.
+func TestASessionOfAWorkflowCannotLogOut(t *testing.T) {
+	e := newRevokeEnv(t)
+	oidc := signMap(t, mustKeys(t), map[string]any{"iss": "https://token.actions.githubusercontent.com", "aud": "octogate", "sub": "repo:acme/app:ref:refs/heads/main"})
+	workflow := tokenreview.Identity{Username: "github-actions:repo:acme/app:ref:refs/heads/main", UID: "github-actions:4242:ref:refs/heads/main",
+		Groups: []string{"github-actions:acme", "github-actions:acme/app"}}
+	x, err := NewExchanger(ExchangerConfig{Issuer: testIssuer, Targets: e.x.targets, Keys: e.keys, GitHub: e.github,
+		Actions: &fakeLookup{ids: map[string]tokenreview.Identity{oidc: workflow}}, Now: e.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _, oerr := x.Exchange(context.Background(), exchangeReq(oidc, TokenTypeJWT, "staging"))
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	rec := postRevoke(e.h, form("token", resp.AccessToken))
+	var ans OAuthError
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || rec.Code != http.StatusBadRequest || ans.Code != ErrInvalidGrant {
+		t.Errorf("a workflow's session at logout: HTTP %d %s, want 400 invalid_grant", rec.Code, rec.Body)
+	}
+	if len(e.revoker.calls) != 0 {
+		t.Errorf("a workflow's session revoked %+v", e.revoker.calls)
+	}
+}
+
+// TestTheIssuersDoorsRefuseASessionOfARevokedTeam: the issuer's own verifier refuses a session
+// that carries a team revoked since it was issued (VerifierConfig.RevokedGroups); its cluster
+// list and logout make the same decision, so that a session of a team's former member does not
+// list the team's clusters (their servers and CAs) nor log anyone out.
+func TestTheIssuersDoorsRefuseASessionOfARevokedTeam(t *testing.T) {
+	e := newRevokeEnv(t)
+	var teamRevokedAt time.Time
+	teams := func(groups []string, iat time.Time) bool {
+		return slices.Contains(groups, "github:acme/platform") && !teamRevokedAt.IsZero() && !teamRevokedAt.Before(iat)
+	}
+	never := func(string, time.Time) bool { return false }
+	h, err := NewRevokeHandler(e.x, e.revoker, never, RevokeHonours(SessionRevocations{Teams: teams}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sleep = e.h.sleep
+	list := NewClustersHandler(e.x, e.x.targets.(ClusterLister), AcceptSessions(never), ClustersHonour(SessionRevocations{Teams: teams}))
+	staging := e.session(t, "staging")
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"prod"`) {
+		t.Fatalf("before the team's revocation: HTTP %d %s", rec.Code, rec.Body)
+	}
+	teamRevokedAt = e.clock.t
+	if rec := getClusters(list, "Bearer "+staging); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("a session of a revoked team at the cluster list: HTTP %d %s", rec.Code, rec.Body)
+	}
+	if rec := postRevoke(h, form("token", staging)); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "["+tokenreview.ReasonSessionRevoked+"]") {
+		t.Errorf("a session of a revoked team at logout: HTTP %d %s", rec.Code, rec.Body)
 	}
 }

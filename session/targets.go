@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/octogate/octogate/audit"
+	"github.com/octogate/octogate/internal/ghtoken"
 	"github.com/octogate/octogate/tokenreview"
 )
 
@@ -41,7 +42,7 @@ func targetError(t Targets, audience string, id *tokenreview.Identity) *OAuthErr
 			return nil
 		}
 		return &OAuthError{Code: ErrInvalidTarget,
-			Description: "audience \"" + clip(audience) + "\" is not a cluster this issuer mints sessions for (its clusters: " + strings.Join(t.Names(), ", ") + ")"}
+			Description: "audience \"" + audienceName(t, audience) + "\" is not a cluster this issuer mints sessions for (its clusters: " + strings.Join(t.Names(), ", ") + ")"}
 	}
 	if t.Allows(audience, id.Username, id.Groups) {
 		return nil
@@ -59,11 +60,12 @@ func WithAudit(w *audit.Writer) TokenHandlerOption {
 // TokenHandlerOption configures NewTokenHandler.
 type TokenHandlerOption func(*TokenHandler)
 
-// auditEvent is the audit event of one answered exchange: req as decoded (its audience), the
+// auditEvent is the audit event of one answered exchange to an issuer of clusters t: req as
+// decoded (its audience, named as audienceName names it), the
 // identity the lookup found (zero when none), the claims minted (zero unless issued), and the
 // refusal (nil when issued).
-func auditEvent(req Request, client netip.Addr, id tokenreview.Identity, c Claims, oerr *OAuthError) audit.Event {
-	e := audit.Event{User: id.Username, UID: id.UID, Cluster: clip(req.Audience)}
+func auditEvent(t Targets, req Request, client netip.Addr, id tokenreview.Identity, c Claims, oerr *OAuthError) audit.Event {
+	e := audit.Event{User: id.Username, UID: id.UID, Cluster: audienceName(t, req.Audience)}
 	if client.IsValid() {
 		e.ClientAddress = client.String()
 	}
@@ -86,4 +88,41 @@ func reasonCode(oerr *OAuthError) string {
 		}
 	}
 	return oerr.Code
+}
+
+// tokenPlaceholder names, in answers, logs and audit events, an audience that is not a cluster
+// and has the form of a token.
+const tokenPlaceholder = "(a token?)"
+
+// audienceName is audience as answers, request logs and audit events name it: clipped, or,
+// when it is not a cluster of t and has the form of a token (looksLikeToken), tokenPlaceholder,
+// so that a token pasted where the cluster's name goes is never written down.
+func audienceName(t Targets, audience string) string {
+	if !t.Serves(audience) && looksLikeToken(audience) {
+		return tokenPlaceholder
+	}
+	return clip(audience)
+}
+
+// looksLikeToken reports whether s has the form of a GitHub token (a prefix of
+// https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/,
+// or the legacy 40 hex digits) or of a JWT (a session, a GitHub Actions OIDC token).
+func looksLikeToken(s string) bool {
+	if tokenreview.LooksLikeJWT(s) || strings.HasPrefix(s, "github_pat_") {
+		return true
+	}
+	for _, p := range ghtoken.Prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +191,37 @@ func TestTokenHandlerAuditsEveryAnswer(t *testing.T) {
 		g.ClientAddress = ""
 		if g != want[i] {
 			t.Errorf("event %d:\n got %+v\nwant %+v", i, g, want[i])
+		}
+	}
+}
+
+// TestATokenInTheAudienceIsNeverWrittenDown: a token pasted where the cluster's name goes (a
+// GitHub token of any prefix, a legacy 40-hex token, a JWT) is not a cluster of the issuer; the
+// exchange's and the logout's answers, audit events and request logs name it as "(a token?)",
+// never quote it, while an unknown cluster name is still quoted.
+func TestATokenInTheAudienceIsNeverWrittenDown(t *testing.T) {
+	e := newRevokeEnv(t)
+	h := NewTokenHandler(e.x, WithAudit(e.audit))
+	jwt := signMap(t, mustKeys(t), map[string]any{"iss": testIssuer, "aud": "prod", "sub": "1001"})
+	secrets := []string{"gho_alice0iufm3", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", strings.Repeat("0123456789", 4), jwt}
+	for _, s := range secrets {
+		for _, rec := range []*httptest.ResponseRecorder{
+			postForm(h, form("grant_type", GrantTypeTokenExchange, "subject_token", "gho_alice0iufm3", "subject_token_type", TokenTypeAccessToken, "audience", s)),
+			postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", s)),
+		} {
+			if rec.Code != http.StatusBadRequest || strings.Contains(rec.Body.String(), s[4:]) || !strings.Contains(rec.Body.String(), "(a token?)") {
+				t.Errorf("audience %.8s...: HTTP %d %s", s, rec.Code, rec.Body)
+			}
+		}
+	}
+	if rec := postRevoke(e.h, form("token", "gho_alice0iufm3", "audience", "qa")); !strings.Contains(rec.Body.String(), `\"qa\"`) {
+		t.Errorf("an unknown cluster name is not named: %s", rec.Body)
+	}
+	for _, ev := range e.events(t) {
+		for _, s := range secrets {
+			if strings.Contains(ev["cluster"], s[4:]) {
+				t.Errorf("an audit event holds a token: %v", ev)
+			}
 		}
 	}
 }

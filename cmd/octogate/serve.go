@@ -297,7 +297,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		// while the verifier refuses only sessions, and only past the bound.
 		server.AddReadyDetail("session-feed", feed.Detail)
 	}
-	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, revs, auditLog, registry, log)
+	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, revs, teams, auditLog, registry, log)
 	if err != nil {
 		return err
 	}

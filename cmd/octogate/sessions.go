@@ -125,7 +125,7 @@ func sameIssuer(a, b string) bool {
 // plugin calls it; logout has the same limit and needs none either.
 // run reloads the clusters file until ctx is done (nil when this process issues no sessions).
 func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, actions *actionsoidc.Verifier,
-	revs *revocations, auditLog *audit.Writer, reg prometheus.Registerer, log *slog.Logger) (run func(context.Context) error, err error) {
+	revs *revocations, teams *revocation.Teams, auditLog *audit.Writer, reg prometheus.Registerer, log *slog.Logger) (run func(context.Context) error, err error) {
 	if keys == nil {
 		return nil, nil
 	}
@@ -150,10 +150,14 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 		webhooks.WithMaxBodyBytes(h.MaxBodyBytes()), webhooks.WithMediaTypes(session.FormMediaType))
 	server.HandleGet(discovery, "session-discovery", session.NewDiscoveryHandler(x.Issuer()))
 	server.HandleGet(jwks, "session-jwks", session.NewJWKSHandler(keys))
+	// A session authenticates these doors only as the issuer's own verifier would take it (its
+	// user's and its teams' revocations), and not once a logout of its own cluster revoked it
+	// (authn hears only of logouts of every cluster or of this process's own).
+	also := session.SessionRevocations{Teams: teams.RevokedSince, LoggedOut: revs.log.SessionsRevokedSince}
 	server.HandleGet(session.ClustersRoute(cfg.SessionIssuer), "session-clusters", session.NewClustersHandler(x, clusters,
-		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince)))
+		session.ClustersClientAddr(clientAddrs(cfg)), session.AcceptSessions(authn.RevokedSince), session.ClustersHonour(also)))
 	logout, err := session.NewRevokeHandler(x, revs.sessions, authn.RevokedSince,
-		session.RevokeClientAddr(clientAddrs(cfg)), session.WithRevokeAudit(auditLog))
+		session.RevokeClientAddr(clientAddrs(cfg)), session.WithRevokeAudit(auditLog), session.RevokeHonours(also))
 	if err != nil {
 		return nil, err
 	}
