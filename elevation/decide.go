@@ -106,7 +106,9 @@ func isRequester(ar *AccessRequest, user User) bool {
 
 // Act decides action by user on ar at now, with an optional reason: ar's new status, or an
 // error wrapping ErrRefused. Approve: only an approver of the elevation, never the requester,
-// once per person, while the request is Pending and not Expired; the last required approval
+// once per person, while the request is Pending and not Expired, and only while the policy
+// would still admit it (spec.duration within maxDuration, spec.namespace among the
+// elevation's namespaces, the requester one of its subjects); the last required approval
 // makes it Active from now for spec.duration. Deny: an approver, never the requester, while
 // Pending. Revoke: the requester or an approver, while Pending or Active (not Ended).
 func Act(p *subjectaccessreview.Policy, ar *AccessRequest, action Action, reason string, user User, now time.Time) (Status, error) {
@@ -135,6 +137,16 @@ func Act(p *subjectaccessreview.Policy, ar *AccessRequest, action Action, reason
 		if action == ActionDeny {
 			s.Phase, s.Denial = PhaseDenied, &step
 			return s, nil
+		}
+		// The policy may have changed since the request was admitted: it is approved only
+		// if Admit would still admit it.
+		switch r := ar.Status.Requester; {
+		case ar.Spec.Duration.Duration > e.MaxDuration:
+			return Status{}, refuse("request %s asks for %s but elevation %q now allows at most %s: it cannot be approved; ask again", ar.Name, ar.Spec.Duration.Duration, ar.Spec.Elevation, e.MaxDuration)
+		case ar.Spec.Namespace != "" && !p.ElevationNamespaceAllowed(ar.Spec.Elevation, ar.Spec.Namespace):
+			return Status{}, refuse("request %s asks for namespace %q, which elevation %q no longer grants in: it cannot be approved", ar.Name, ar.Spec.Namespace, ar.Spec.Elevation)
+		case !p.MayRequest(ar.Spec.Elevation, r.Username, r.Groups):
+			return Status{}, refuse("%s is no longer one of the subjects of elevation %q: request %s cannot be approved", r.Username, ar.Spec.Elevation, ar.Name)
 		}
 		for _, a := range s.Approvals {
 			if a.By == user.Username || (a.UID != "" && a.UID == user.UID) {

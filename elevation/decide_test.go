@@ -315,3 +315,36 @@ func TestCheckUpdate(t *testing.T) {
 		t.Errorf("a metadata-only update refused: %v", err)
 	}
 }
+
+// TestApprovalRechecksTheChangedPolicy: a request admitted under one policy is approved
+// only if the policy in force at approval would still admit it.
+func TestApprovalRechecksTheChangedPolicy(t *testing.T) {
+	p := mustPolicy(t)
+	changed := func(t *testing.T, from, to string) *subjectaccessreview.Policy {
+		t.Helper()
+		if !strings.Contains(testPolicy, from) {
+			t.Fatalf("%q is not in the test policy", from)
+		}
+		q, err := subjectaccessreview.Parse([]byte(strings.Replace(testPolicy, from, to, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	for name, c := range map[string]struct {
+		p    *subjectaccessreview.Policy
+		want string
+	}{
+		"maxDuration reduced":   {changed(t, "maxDuration: 1h", "maxDuration: 15m"), `now allows at most 15m0s`},
+		"namespace taken away":  {changed(t, `namespaces: [prod, "prod-*"]`, `namespaces: [staging]`), `namespace "prod", which elevation "prod-debug" no longer grants in`},
+		"requester not subject": {changed(t, `subjects: [{kind: Group, name: "github:acme"}]`, `subjects: [{kind: Group, name: "github:acme/sre"}]`), "is no longer one of the subjects"},
+	} {
+		ar := created(t, p, spec("prod-debug", "INC-123", time.Hour, "prod"), bob)
+		if _, err := Act(c.p, ar, ActionApprove, "", alice, t0.Add(time.Minute)); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+		if _, err := Act(c.p, ar, ActionDeny, "", alice, t0.Add(time.Minute)); err != nil {
+			t.Errorf("%s: deny refused: %v", name, err)
+		}
+	}
+}
