@@ -242,3 +242,38 @@ func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user Use
 	}
 	return nil
 }
+
+// GrantEnd is when the access ar grants under policy p ends: status.endTime, but no later
+// than status.startTime plus the elevation's maxDuration in p. It is false when ar grants
+// nothing under p: not stored Active, without start or end time, its elevation no longer in
+// p, fewer approvals (from people other than the requester) than the elevation needs now, or
+// break-glass where the elevation no longer is. The webhooks never admit such a status; this
+// keeps the authorizer from granting one written while they were not installed, or on a
+// policy that changed after the approval.
+func (ar *AccessRequest) GrantEnd(p *subjectaccessreview.Policy) (time.Time, bool) {
+	s := &ar.Status
+	e, ok := p.Elevation(ar.Spec.Elevation)
+	if !ok || s.Phase != PhaseActive || s.StartTime == nil || s.EndTime == nil {
+		return time.Time{}, false
+	}
+	if s.BreakGlass {
+		if !e.BreakGlass {
+			return time.Time{}, false
+		}
+	} else {
+		approvals := 0
+		for _, a := range s.Approvals {
+			if a.By != s.Requester.Username && (a.UID == "" || a.UID != s.Requester.UID) {
+				approvals++
+			}
+		}
+		if approvals < e.Approvals {
+			return time.Time{}, false
+		}
+	}
+	end := s.EndTime.Time
+	if latest := s.StartTime.Add(e.MaxDuration); latest.Before(end) {
+		end = latest
+	}
+	return end, true
+}

@@ -82,14 +82,15 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 func (s *Store) Policy() *subjectaccessreview.Policy { return s.policy() }
 
 // Active returns the grants user holds at now: one per request of theirs that is Active
-// and before its end time. Its answer depends on now only through the stored end times, so
-// access ends at the end time without any write.
+// and before its end under the policy in force (AccessRequest.GrantEnd). Its answer depends
+// on now only through the stored end times, so access ends at the end time without any write.
 func (s *Store) Active(user string, now time.Time) []subjectaccessreview.ActiveGrant {
+	p := s.policy()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []subjectaccessreview.ActiveGrant
 	for _, ar := range s.byUser[user] {
-		if ar.EffectivePhase(now) == PhaseActive {
+		if end, ok := ar.GrantEnd(p); ok && now.Before(end) {
 			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace})
 		}
 	}

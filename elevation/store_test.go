@@ -2,9 +2,12 @@ package elevation
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -114,5 +117,65 @@ func TestStoreRecordsRevocation(t *testing.T) {
 	}
 	if g := s.Active(bob.Username, now.Add(time.Minute)); len(g) != 0 {
 		t.Fatalf("active after revocation: %v", g)
+	}
+}
+
+// TestStoreGrantsOnlyWhatThePolicyInForceAllows: a status the webhooks would never admit
+// (Active without an approval, or approved by the requester) grants nothing, and a policy
+// that changed after the approval bounds the grant: a shorter maxDuration ends it sooner,
+// an elevation no longer break-glass ends a break-glass request.
+func TestStoreGrantsOnlyWhatThePolicyInForceAllows(t *testing.T) {
+	p := mustPolicy(t)
+	policy := p
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return policy }})
+	with := func(from, to string) *subjectaccessreview.Policy {
+		q, err := subjectaccessreview.Parse([]byte(strings.Replace(testPolicy, from, to, 1)))
+		if err != nil || !strings.Contains(testPolicy, from) {
+			t.Fatalf("policy with %q: %v", to, err)
+		}
+		return q
+	}
+	at := metav1.NewTime(t0)
+	end := metav1.NewTime(t0.Add(time.Hour))
+
+	forged := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+	forged.Name = "forged"
+	forged.Status.Phase, forged.Status.StartTime, forged.Status.EndTime = PhaseActive, &at, &end
+	selfApproved := roundTrip(t, forged)
+	selfApproved.Name = "self-approved"
+	selfApproved.Status.Approvals = []Step{{By: bobRenamed.Username, UID: bobRenamed.UID, At: at}}
+	s.Upsert(forged, false)
+	s.Upsert(selfApproved, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 0 {
+		t.Fatalf("a status no webhook admitted grants %v", g)
+	}
+
+	approved := created(t, p, spec("prod-debug", "INC-2", time.Hour, ""), bob)
+	st, err := Act(p, approved, ActionApprove, "", alice, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved.Status = st
+	s.Upsert(approved, false)
+	if g := s.Active(bob.Username, t0.Add(30*time.Minute)); len(g) != 1 {
+		t.Fatalf("an approved request: %v", g)
+	}
+	policy = with("maxDuration: 1h", "maxDuration: 15m")
+	if g := s.Active(bob.Username, t0.Add(14*time.Minute)); len(g) != 1 {
+		t.Fatalf("within the new maxDuration: %v", g)
+	}
+	if g := s.Active(bob.Username, t0.Add(15*time.Minute)); len(g) != 0 {
+		t.Fatalf("maxDuration reduced to 15m, still granted at 15m: %v", g)
+	}
+
+	policy = p
+	bg := created(t, p, spec("break-glass", "INC-3", 10*time.Minute, ""), bob)
+	s.Upsert(bg, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 2 {
+		t.Fatalf("break-glass and the approved request: %v", g)
+	}
+	policy = with("  requireReason: true\n  breakGlass: true\n", "  requireReason: true\n  approvers: [{kind: Group, name: \"github:acme/sre\"}]\n")
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 1 || g[0].Elevation != "prod-debug" {
+		t.Fatalf("break-glass no longer allowed, still granted: %v", g)
 	}
 }
