@@ -204,9 +204,9 @@ func CheckCreate(p *subjectaccessreview.Policy, ar *AccessRequest, user User, op
 
 // CheckUpdate is the validating webhook's decision on an update from old to ar by user at
 // now: spec never changes; status changes only by one step (an approval, a denial or a
-// revocation) that Act gives user at that step's time, within ClockSkew of now. Updates of
-// metadata alone are allowed; a leftover AnnotationAction means the mutating webhook did
-// not run and is refused.
+// revocation) that Act allows user at now and gives at that step's time, within ClockSkew
+// of now. Updates of metadata alone are allowed; a leftover AnnotationAction means the
+// mutating webhook did not run and is refused.
 func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user User, now time.Time) error {
 	if ar.Annotations[AnnotationAction] != "" {
 		return refuse("annotation %s was not acted on: octogate's mutating webhook did not run", AnnotationAction)
@@ -232,6 +232,11 @@ func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user Use
 	}
 	if step.At.Sub(now).Abs() > ClockSkew {
 		return refuse("the %s step's time %s is not now", action, step.At.UTC().Format(time.RFC3339))
+	}
+	// The step must be allowed now, not only at the time it claims: a step dated within
+	// ClockSkew before now would otherwise approve a request that expired since.
+	if _, err := Act(p, old, action, step.Reason, user, now); err != nil {
+		return err
 	}
 	want, err := Act(p, old, action, step.Reason, user, step.At.Time)
 	if err != nil {

@@ -348,3 +348,23 @@ func TestApprovalRechecksTheChangedPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckUpdateRefusesABackdatedApproval: a status written by hand may date its step up to
+// ClockSkew from now; an approval dated just before the request expired, written just after,
+// is refused.
+func TestCheckUpdateRefusesABackdatedApproval(t *testing.T) {
+	p := mustPolicy(t)
+	old := roundTrip(t, created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob))
+	before := t0.Add(PendingTimeout - 30*time.Second)
+	st, err := Act(p, old, ActionApprove, "", alice, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdated := roundTrip(t, old)
+	backdated.Status = st
+	backdated = roundTrip(t, backdated)
+	err = CheckUpdate(p, old, backdated, alice, t0.Add(PendingTimeout+20*time.Second))
+	if !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "is Expired") {
+		t.Fatalf("an approval dated before the expiry, written after it: %v", err)
+	}
+}
