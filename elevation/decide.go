@@ -74,7 +74,7 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 	case spec.Namespace != "" && !p.ElevationNamespaceAllowed(spec.Elevation, spec.Namespace):
 		return Status{}, refuse("spec.namespace %q is not one elevation %q grants in (namespaces: %s)", spec.Namespace, spec.Elevation, strings.Join(e.Namespaces, ", "))
 	case open >= limit:
-		return Status{}, refuse("%s already has %d open requests (pending or active), the most one person may have; revoke one first", user.Username, open)
+		return Status{}, OpenLimitReached(user.Username, open)
 	}
 	at := metav1.NewTime(now.UTC().Truncate(time.Second))
 	s := Status{
@@ -87,6 +87,12 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		s.Phase, s.BreakGlass, s.StartTime, s.EndTime = PhaseActive, true, &at, &end
 	}
 	return s, nil
+}
+
+// OpenLimitReached is the refusal of a new request from user, who has open requests open
+// already, the most one person may have.
+func OpenLimitReached(user string, open int) error {
+	return refuse("%s already has %d open requests (pending or active), the most one person may have; revoke one first", user, open)
 }
 
 func names(p *subjectaccessreview.Policy) string {

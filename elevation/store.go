@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,10 @@ type Store struct {
 	byUser map[string]map[string]*AccessRequest
 	// ended holds the requests whose end was recorded (or that had ended when first seen).
 	ended map[string]bool
+	// reserved holds, by name, the requests Reserve admitted that the informer has not shown
+	// yet.
+	reserved map[string]reservation
+	synced   atomic.Bool
 	// changed has a value after each change (Changed).
 	changed chan struct{}
 }
@@ -67,7 +72,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		policy: cfg.Policy, audit: cfg.Audit, notify: cfg.Notify, now: cfg.Now, log: cfg.Logger,
 		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{},
-		changed: make(chan struct{}, 1),
+		reserved: map[string]reservation{},
+		changed:  make(chan struct{}, 1),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -97,18 +103,69 @@ func (s *Store) Active(user string, now time.Time) []subjectaccessreview.ActiveG
 	return out
 }
 
-// OpenRequests is how many of requester's requests are pending or active at now.
+// ReservationTTL is how long Reserve counts a request the informer has not shown: a create
+// refused after the validating webhook (another webhook, storage) is forgotten after it.
+const ReservationTTL = time.Minute
+
+type reservation struct {
+	requester string
+	until     time.Time
+}
+
+// OpenRequests is how many of requester's requests are pending or active at now, counting
+// those Reserve admitted that the informer has not shown yet.
 func (s *Store) OpenRequests(requester string, now time.Time) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.openLocked(requester, now)
+}
+
+func (s *Store) openLocked(requester string, now time.Time) int {
 	n := 0
 	for _, ar := range s.byUser[requester] {
 		if ar.Open(now) {
 			n++
 		}
 	}
+	for name, r := range s.reserved {
+		if r.requester == requester && now.Before(r.until) && s.byName[name] == nil {
+			n++
+		}
+	}
 	return n
 }
+
+// Reserve counts the new request name of requester as open until the informer shows it (at
+// most ReservationTTL), if requester has fewer than limit open requests at now; false, and
+// nothing reserved, when they have limit already. The check and the reservation are one
+// step, so parallel creates on one replica never pass the limit together; each replica
+// reserves alone, so n replicas admit at most n×limit before their informers catch up.
+func (s *Store) Reserve(requester, name string, limit int, now time.Time) bool {
+	if limit <= 0 {
+		limit = DefaultOpenLimit
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, r := range s.reserved {
+		if !now.Before(r.until) {
+			delete(s.reserved, n)
+		}
+	}
+	delete(s.reserved, name)
+	if s.openLocked(requester, now) >= limit {
+		return false
+	}
+	s.reserved[name] = reservation{requester: requester, until: now.Add(ReservationTTL)}
+	return true
+}
+
+// Synced reports whether the store holds the cluster's requests: the informer's first list
+// is in (SetSynced). Until then OpenRequests knows none of them.
+func (s *Store) Synced() bool { return s.synced.Load() }
+
+// SetSynced marks the store as holding the cluster's requests; Watch calls it once the
+// informer's first list is delivered.
+func (s *Store) SetSynced() { s.synced.Store(true) }
 
 // List returns the stored requests (copies of the pointers; callers must not modify them).
 func (s *Store) List() []*AccessRequest {
@@ -132,6 +189,7 @@ func (s *Store) Upsert(ar *AccessRequest, initial bool) {
 		s.removeLocked(old)
 	}
 	s.byName[ar.Name] = ar
+	delete(s.reserved, ar.Name)
 	user := ar.Status.Requester.Username
 	if s.byUser[user] == nil {
 		s.byUser[user] = map[string]*AccessRequest{}
@@ -295,7 +353,8 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 	for {
 		inf, err := informers.GetInformer(ctx, obj)
 		if err == nil {
-			_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			var reg toolscache.ResourceEventHandlerRegistration
+			reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(o any, initial bool) { s.fromInformer(o, initial) },
 				UpdateFunc: func(_, o any) { s.fromInformer(o, false) },
 				DeleteFunc: func(o any) {
@@ -306,6 +365,9 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 			})
 			if err == nil {
 				s.log.Info("watching AccessRequests")
+				if toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+					s.SetSynced()
+				}
 				<-ctx.Done()
 				return nil
 			}

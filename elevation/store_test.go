@@ -179,3 +179,33 @@ func TestStoreGrantsOnlyWhatThePolicyInForceAllows(t *testing.T) {
 		t.Fatalf("break-glass no longer allowed, still granted: %v", g)
 	}
 }
+
+func TestStoreReserveCountsUntilTheInformerShowsTheRequest(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	if s.Synced() {
+		t.Fatal("a new store is synced")
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if !s.Reserve(bob.Username, name, 3, t0) {
+			t.Fatalf("reservation %d refused", i)
+		}
+	}
+	if s.Reserve(bob.Username, "d", 3, t0) || s.OpenRequests(bob.Username, t0) != 3 {
+		t.Fatalf("a fourth reservation at limit 3; open %d", s.OpenRequests(bob.Username, t0))
+	}
+	// The informer shows "a": it counts once, not twice.
+	ar := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+	ar.Name = "a"
+	s.Upsert(ar, false)
+	if n := s.OpenRequests(bob.Username, t0); n != 3 {
+		t.Fatalf("open %d after the informer showed a reserved request", n)
+	}
+	// Reservations the informer never shows (a create refused later) lapse.
+	if n := s.OpenRequests(bob.Username, t0.Add(ReservationTTL)); n != 1 {
+		t.Fatalf("open %d after the reservations lapsed", n)
+	}
+	if !s.Reserve(bob.Username, "d", 3, t0.Add(ReservationTTL)) {
+		t.Fatal("reservation refused after the others lapsed")
+	}
+}
