@@ -97,7 +97,7 @@ func (s *Store) Active(user string, now time.Time) []subjectaccessreview.ActiveG
 	var out []subjectaccessreview.ActiveGrant
 	for _, ar := range s.byUser[user] {
 		if end, ok := ar.GrantEnd(p); ok && now.Before(end) {
-			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace})
+			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace, RequesterUID: ar.Status.Requester.UID})
 		}
 	}
 	return out

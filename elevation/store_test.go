@@ -59,7 +59,7 @@ func TestStoreGrantsAndAuditsEveryStep(t *testing.T) {
 	if got := rec.names(); !slices.Equal(got, []string{"elevation.approved by github:alice:1001 ", "elevation.started by github:bob:1002 approved"}) {
 		t.Fatalf("events %v", got)
 	}
-	want := []subjectaccessreview.ActiveGrant{{Request: ar.Name, Elevation: "prod-debug", Namespace: "prod"}}
+	want := []subjectaccessreview.ActiveGrant{{Request: ar.Name, Elevation: "prod-debug", Namespace: "prod", RequesterUID: bob.UID}}
 	if g := s.Active(bob.Username, now); !slices.Equal(g, want) {
 		t.Fatalf("active %v", g)
 	}
