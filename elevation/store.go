@@ -384,9 +384,16 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 	}
 }
 
+// fromInformer stores an added or updated object. One that cannot be decoded (never
+// admitted by the webhooks) is forgotten, so a stale earlier version grants nothing.
 func (s *Store) fromInformer(o any, initial bool) {
 	if ar := fromObject(o); ar != nil {
 		s.Upsert(ar, initial)
+		return
+	}
+	if u, ok := o.(*unstructured.Unstructured); ok && u.GetName() != "" {
+		s.log.Warn("an AccessRequest that cannot be decoded grants nothing", "request", u.GetName())
+		s.Delete(&AccessRequest{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}})
 	}
 }
 

@@ -1,6 +1,7 @@
 package elevation
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -207,5 +209,38 @@ func TestStoreReserveCountsUntilTheInformerShowsTheRequest(t *testing.T) {
 	}
 	if !s.Reserve(bob.Username, "d", 3, t0.Add(ReservationTTL)) {
 		t.Fatal("reservation refused after the others lapsed")
+	}
+}
+
+// TestStoreForgetsARequestUpdatedToSomethingUndecodable: an update the store cannot decode
+// (only possible with the webhooks bypassed) must not leave the previous, active version
+// granting.
+func TestStoreForgetsARequestUpdatedToSomethingUndecodable(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	ar := created(t, p, spec("break-glass", "INC-1", 10*time.Minute, ""), bob)
+	ar.TypeMeta = metav1.TypeMeta{APIVersion: Group + "/" + Version, Kind: Kind}
+	b, err := json.Marshal(ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	s.fromInformer(u, false)
+	if g := s.Active(bob.Username, t0); len(g) != 1 {
+		t.Fatalf("break-glass: %v", g)
+	}
+	bad := u.DeepCopy()
+	if err := unstructured.SetNestedField(bad.Object, "ten minutes", "spec", "duration"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(bad.Object, "Revoked", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	s.fromInformer(bad, false)
+	if g := s.Active(bob.Username, t0); len(g) != 0 {
+		t.Fatalf("the earlier version still grants: %v", g)
 	}
 }
