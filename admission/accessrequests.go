@@ -28,9 +28,10 @@ const (
 type AccessRequests interface {
 	Policy() *subjectaccessreview.Policy
 	OpenRequests(requester string, now time.Time) int
-	// Reserve counts a new request name of requester as open if they have fewer than limit,
-	// in one step; false when they have limit.
-	Reserve(requester, name string, limit int, now time.Time) bool
+	// Reserve counts a new request name of requester as open if they are within their
+	// limits (limit open requests, elevation.CreateLimit creates), in one step; else the
+	// refusal.
+	Reserve(requester, name string, limit int, now time.Time) error
 	// Synced is false until the cluster's requests are loaded: creates are refused until
 	// then, as OpenRequests would count none.
 	Synced() bool
@@ -232,14 +233,7 @@ func (v *accessRequestValidator) checkCreate(req ctrladmission.Request, p *subje
 	if name == "" {
 		name = "uid:" + string(req.UID)
 	}
-	limit := v.cfg.OpenLimit
-	if limit == 0 {
-		limit = elevation.DefaultOpenLimit
-	}
-	if !src.Reserve(user.Username, name, limit, now) {
-		return elevation.OpenLimitReached(user.Username, limit)
-	}
-	return nil
+	return src.Reserve(user.Username, name, v.cfg.OpenLimit, now)
 }
 
 // decodeAccessRequests decodes the object and, on UPDATE, the old object of req.

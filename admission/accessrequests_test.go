@@ -43,8 +43,14 @@ func (f fakeAccessRequests) Policy() *subjectaccessreview.Policy { return f.p }
 func (f fakeAccessRequests) OpenRequests(user string, _ time.Time) int {
 	return f.open[user]
 }
-func (f fakeAccessRequests) Reserve(user, _ string, limit int, _ time.Time) bool {
-	return f.open[user] < limit
+func (f fakeAccessRequests) Reserve(user, _ string, limit int, _ time.Time) error {
+	if limit <= 0 {
+		limit = elevation.DefaultOpenLimit
+	}
+	if f.open[user] >= limit {
+		return elevation.OpenLimitReached(user, f.open[user])
+	}
+	return nil
 }
 func (f fakeAccessRequests) Synced() bool { return !f.unsynced }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,9 @@ type Store struct {
 	// reserved holds, by name, the requests Reserve admitted that the informer has not shown
 	// yet.
 	reserved map[string]reservation
-	synced   atomic.Bool
+	// created holds, by requester, when Reserve admitted their requests within CreateWindow.
+	created map[string][]time.Time
+	synced  atomic.Bool
 	// changed has a value after each change (Changed).
 	changed chan struct{}
 }
@@ -72,8 +75,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		policy: cfg.Policy, audit: cfg.Audit, notify: cfg.Notify, now: cfg.Now, log: cfg.Logger,
 		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{},
-		reserved: map[string]reservation{},
-		changed:  make(chan struct{}, 1),
+		reserved: map[string]reservation{}, created: map[string][]time.Time{},
+		changed: make(chan struct{}, 1),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -135,12 +138,23 @@ func (s *Store) openLocked(requester string, now time.Time) int {
 	return n
 }
 
+// CreateLimit is how many requests one person may create within CreateWindow, withdrawn or
+// deleted ones included: every request is notified, and a loop of create and withdraw would
+// otherwise fill the notifier's queue and drop other people's notifications (a break-glass
+// one among them).
+const (
+	CreateLimit  = 20
+	CreateWindow = time.Hour
+)
+
 // Reserve counts the new request name of requester as open until the informer shows it (at
-// most ReservationTTL), if requester has fewer than limit open requests at now; false, and
-// nothing reserved, when they have limit already. The check and the reservation are one
-// step, so parallel creates on one replica never pass the limit together; each replica
-// reserves alone, so n replicas admit at most n×limit before their informers catch up.
-func (s *Store) Reserve(requester, name string, limit int, now time.Time) bool {
+// most ReservationTTL), if requester has fewer than limit open requests at now (0:
+// DefaultOpenLimit) and created fewer than CreateLimit within CreateWindow; else it reserves
+// nothing and returns the refusal (wrapping ErrRefused). The check and the reservation are
+// one step, so parallel creates on one replica never pass the limits together; each replica
+// counts alone, so n replicas admit at most n×limit before their informers catch up (and
+// n×CreateLimit creates per window).
+func (s *Store) Reserve(requester, name string, limit int, now time.Time) error {
 	if limit <= 0 {
 		limit = DefaultOpenLimit
 	}
@@ -151,12 +165,23 @@ func (s *Store) Reserve(requester, name string, limit int, now time.Time) bool {
 			delete(s.reserved, n)
 		}
 	}
+	for user, times := range s.created {
+		if times = slices.DeleteFunc(times, func(t time.Time) bool { return !now.Before(t.Add(CreateWindow)) }); len(times) == 0 {
+			delete(s.created, user)
+		} else {
+			s.created[user] = times
+		}
+	}
 	delete(s.reserved, name)
-	if s.openLocked(requester, now) >= limit {
-		return false
+	if open := s.openLocked(requester, now); open >= limit {
+		return OpenLimitReached(requester, open)
+	}
+	if len(s.created[requester]) >= CreateLimit {
+		return refuse("%s created %d requests within %s, the most one person may; wait, or ask an approver", requester, CreateLimit, CreateWindow)
 	}
 	s.reserved[name] = reservation{requester: requester, until: now.Add(ReservationTTL)}
-	return true
+	s.created[requester] = append(s.created[requester], now)
+	return nil
 }
 
 // Synced reports whether the store holds the cluster's requests: the informer's first list

@@ -2,6 +2,8 @@ package elevation
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -189,11 +191,11 @@ func TestStoreReserveCountsUntilTheInformerShowsTheRequest(t *testing.T) {
 		t.Fatal("a new store is synced")
 	}
 	for i, name := range []string{"a", "b", "c"} {
-		if !s.Reserve(bob.Username, name, 3, t0) {
+		if s.Reserve(bob.Username, name, 3, t0) != nil {
 			t.Fatalf("reservation %d refused", i)
 		}
 	}
-	if s.Reserve(bob.Username, "d", 3, t0) || s.OpenRequests(bob.Username, t0) != 3 {
+	if s.Reserve(bob.Username, "d", 3, t0) == nil || s.OpenRequests(bob.Username, t0) != 3 {
 		t.Fatalf("a fourth reservation at limit 3; open %d", s.OpenRequests(bob.Username, t0))
 	}
 	// The informer shows "a": it counts once, not twice.
@@ -207,8 +209,8 @@ func TestStoreReserveCountsUntilTheInformerShowsTheRequest(t *testing.T) {
 	if n := s.OpenRequests(bob.Username, t0.Add(ReservationTTL)); n != 1 {
 		t.Fatalf("open %d after the reservations lapsed", n)
 	}
-	if !s.Reserve(bob.Username, "d", 3, t0.Add(ReservationTTL)) {
-		t.Fatal("reservation refused after the others lapsed")
+	if err := s.Reserve(bob.Username, "d", 3, t0.Add(ReservationTTL)); err != nil {
+		t.Fatalf("reservation refused after the others lapsed: %v", err)
 	}
 }
 
@@ -242,5 +244,39 @@ func TestStoreForgetsARequestUpdatedToSomethingUndecodable(t *testing.T) {
 	s.fromInformer(bad, false)
 	if g := s.Active(bob.Username, t0); len(g) != 0 {
 		t.Fatalf("the earlier version still grants: %v", g)
+	}
+}
+
+// TestStoreRefusesALoopOfCreateAndWithdraw: withdrawn requests are not open, but each one
+// was notified; a loop of create and withdraw stops at CreateLimit per CreateWindow.
+func TestStoreRefusesALoopOfCreateAndWithdraw(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	at := t0
+	for i := range CreateLimit + 1 {
+		name := fmt.Sprintf("prod-debug-%05d", i)
+		err := s.Reserve(bob.Username, name, 0, at)
+		if i == CreateLimit {
+			if !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "created 20 requests within 1h0m0s") {
+				t.Fatalf("create %d: %v", i, err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		ar := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+		ar.Name = name
+		if ar.Status, err = Act(p, ar, ActionRevoke, "", bob, at); err != nil {
+			t.Fatal(err)
+		}
+		s.Upsert(ar, false)
+		at = at.Add(time.Second)
+	}
+	if err := s.Reserve(alice.Username, "someone-else", 0, at); err != nil {
+		t.Fatalf("another person: %v", err)
+	}
+	if err := s.Reserve(bob.Username, "later", 0, t0.Add(CreateWindow)); err != nil {
+		t.Fatalf("a window later: %v", err)
 	}
 }
