@@ -389,9 +389,9 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 				},
 			})
 			if err == nil {
-				s.log.Info("watching AccessRequests")
 				if toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 					s.SetSynced()
+					s.log.Info("watching AccessRequests")
 				}
 				<-ctx.Done()
 				return nil
