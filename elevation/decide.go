@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,9 @@ var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // (limit: at most; 0 means DefaultOpenLimit): the status it starts with, or an error wrapping
 // ErrRefused. A request is refused when the elevation is not in policy p, user is not one of
 // its subjects, the duration is not positive or over maxDuration, the reason is missing where
-// required (or too long), the namespace is not one the elevation covers, or user has limit
-// open requests. A break-glass elevation's request starts Active, for spec.duration from now.
+// required (or too long, or holds control or invisible characters), the namespace is not one
+// the elevation covers, or user has limit open requests. A break-glass elevation's request
+// starts Active, for spec.duration from now.
 func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int, now time.Time) (Status, error) {
 	if limit <= 0 {
 		limit = DefaultOpenLimit
@@ -69,6 +71,8 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		return Status{}, refuse("elevation %q requires a reason (spec.reason, --reason)", spec.Elevation)
 	case len(spec.Reason) > MaxReasonLength:
 		return Status{}, refuse("spec.reason is longer than %d bytes", MaxReasonLength)
+	case !printable(spec.Reason):
+		return Status{}, refuse("spec.reason must be one line of visible text: no control or invisible format characters")
 	case spec.Namespace != "" && (!namespaceRE.MatchString(spec.Namespace) || len(spec.Namespace) > 63):
 		return Status{}, refuse("spec.namespace %q is not a namespace name", spec.Namespace)
 	case spec.Namespace != "" && !p.ElevationNamespaceAllowed(spec.Elevation, spec.Namespace):
@@ -93,6 +97,14 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 // already, the most one person may have.
 func OpenLimitReached(user string, open int) error {
 	return refuse("%s already has %d open requests (pending or active), the most one person may have; revoke one first", user, open)
+}
+
+// printable reports whether s, a reason people read in a terminal and a chat, holds no
+// control characters (newlines, terminal escapes) and no invisible format characters
+// (Unicode category Cf: zero-width spaces, bidirectional overrides), which would hide or
+// reorder what approvers read, or make an empty reason look like one.
+func printable(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
 }
 
 func names(p *subjectaccessreview.Policy) string {
@@ -120,6 +132,9 @@ func isRequester(ar *AccessRequest, user User) bool {
 func Act(p *subjectaccessreview.Policy, ar *AccessRequest, action Action, reason string, user User, now time.Time) (Status, error) {
 	if len(reason) > MaxReasonLength {
 		return Status{}, refuse("the reason is longer than %d bytes", MaxReasonLength)
+	}
+	if !printable(reason) {
+		return Status{}, refuse("the reason must be one line of visible text: no control or invisible format characters")
 	}
 	e, ok := p.Elevation(ar.Spec.Elevation)
 	if !ok {

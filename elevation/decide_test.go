@@ -368,3 +368,26 @@ func TestCheckUpdateRefusesABackdatedApproval(t *testing.T) {
 		t.Fatalf("an approval dated before the expiry, written after it: %v", err)
 	}
 }
+
+// TestReasonsMustBeVisibleText: a reason of zero-width spaces passes a whitespace check but
+// says nothing; terminal escapes and bidirectional overrides change what approvers read.
+func TestReasonsMustBeVisibleText(t *testing.T) {
+	p := mustPolicy(t)
+	for name, reason := range map[string]string{
+		"zero-width spaces only":   "\u200b\u200b",
+		"a bidi override":          "INC-123 \u202eyalp-on",
+		"a terminal escape":        "INC-123 \x1b]8;;https://evil.example\x07runbook\x1b]8;;\x07",
+		"a newline hiding a reply": "INC-123\napproved by alice",
+	} {
+		if _, err := Admit(p, spec("prod-debug", reason, time.Hour, ""), bob, 0, 0, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "visible text") {
+			t.Errorf("request with %s: %v", name, err)
+		}
+		ar := created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob)
+		if _, err := Act(p, ar, ActionApprove, reason, alice, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "visible text") {
+			t.Errorf("approval with %s: %v", name, err)
+		}
+	}
+	if _, err := Admit(p, spec("prod-debug", "INC-123: pod web crashloops — ünïcode ok", time.Hour, ""), bob, 0, 0, t0); err != nil {
+		t.Errorf("a plain reason: %v", err)
+	}
+}
