@@ -47,10 +47,10 @@ var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // Admit decides a new request for spec by user at now, who has open requests open already
 // (limit: at most; 0 means DefaultOpenLimit): the status it starts with, or an error wrapping
 // ErrRefused. A request is refused when the elevation is not in policy p, user is not one of
-// its subjects, the duration is not positive or over maxDuration, the reason is missing where
-// required (or too long, or holds control or invisible characters), the namespace is not one
-// the elevation covers, or user has limit open requests. A break-glass elevation's request
-// starts Active, for spec.duration from now.
+// its subjects, the duration is not positive, not whole seconds or over maxDuration, the
+// reason is missing where required (or too long, or holds control or invisible characters),
+// the namespace is not one the elevation covers, or user has limit open requests. A
+// break-glass elevation's request starts Active, for spec.duration from now.
 func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int, now time.Time) (Status, error) {
 	if limit <= 0 {
 		limit = DefaultOpenLimit
@@ -65,6 +65,8 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		return Status{}, refuse("%s may not request elevation %q: not one of its subjects", user.Username, spec.Elevation)
 	case spec.Duration.Duration <= 0:
 		return Status{}, refuse("spec.duration must be positive, at most %s", e.MaxDuration)
+	case spec.Duration.Duration%time.Second != 0:
+		return Status{}, refuse("spec.duration %s must be whole seconds (times are stored in seconds)", spec.Duration.Duration)
 	case spec.Duration.Duration > e.MaxDuration:
 		return Status{}, refuse("spec.duration %s is longer than elevation %q allows (maxDuration %s)", spec.Duration.Duration, spec.Elevation, e.MaxDuration)
 	case e.RequireReason && strings.TrimSpace(spec.Reason) == "":

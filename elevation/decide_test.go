@@ -391,3 +391,15 @@ func TestReasonsMustBeVisibleText(t *testing.T) {
 		t.Errorf("a plain reason: %v", err)
 	}
 }
+
+// TestSubsecondDurationsAreRefusedAtCreation: times are stored in whole seconds, so a status
+// with an end of start + 90.5 s cannot be stored as computed; such a request was admitted and
+// then could never be approved (nor a break-glass one created), with a misleading message.
+func TestSubsecondDurationsAreRefusedAtCreation(t *testing.T) {
+	p := mustPolicy(t)
+	for _, e := range []string{"prod-debug", "break-glass"} {
+		if _, err := Admit(p, spec(e, "INC-1", 90*time.Second+500*time.Millisecond, ""), bob, 0, 0, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "whole seconds") {
+			t.Errorf("%s for 90.5s: %v", e, err)
+		}
+	}
+}
