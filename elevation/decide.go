@@ -273,15 +273,16 @@ func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user Use
 
 // GrantEnd is when the access ar grants under policy p ends: status.endTime, but no later
 // than status.startTime plus the elevation's maxDuration in p. It is false when ar grants
-// nothing under p: not stored Active, without start or end time, its elevation no longer in
-// p, fewer approvals (from people other than the requester) than the elevation needs now, or
-// break-glass where the elevation no longer is. The webhooks never admit such a status; this
-// keeps the authorizer from granting one written while they were not installed, or on a
-// policy that changed after the approval.
+// nothing under p: not stored Active, without start or end time, being deleted (a finalizer
+// keeps a deleted object; its grant ends with the delete all the same), its elevation no
+// longer in p, fewer approvals (from people other than the requester) than the elevation
+// needs now, or break-glass where the elevation no longer is. The webhooks never admit such
+// a status; this keeps the authorizer from granting one written while they were not
+// installed, or on a policy that changed after the approval.
 func (ar *AccessRequest) GrantEnd(p *subjectaccessreview.Policy) (time.Time, bool) {
 	s := &ar.Status
 	e, ok := p.Elevation(ar.Spec.Elevation)
-	if !ok || s.Phase != PhaseActive || s.StartTime == nil || s.EndTime == nil {
+	if !ok || s.Phase != PhaseActive || s.StartTime == nil || s.EndTime == nil || ar.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
 	if s.BreakGlass {

@@ -292,6 +292,10 @@ func (s *Store) stepsLocked(old, ar *AccessRequest, now time.Time) []audit.Event
 			events = append(events, event(audit.ElevationEnded, ar, n.Revocation.By, "revoked", n.Revocation.Reason, n.Revocation.At.Time))
 		}
 	}
+	if n.Phase == PhaseActive && ar.DeletionTimestamp != nil && ar.EffectivePhase(now) == PhaseActive && !s.ended[ar.Name] {
+		s.ended[ar.Name] = true
+		events = append(events, event(audit.ElevationEnded, ar, n.Requester.Username, "deleted", "", now))
+	}
 	if n.Phase == PhaseActive && ar.EffectivePhase(now) == PhaseEnded && !s.ended[ar.Name] {
 		s.ended[ar.Name] = true
 		events = append(events, event(audit.ElevationEnded, ar, n.Requester.Username, "end_time", "", timeOf(n.EndTime)))

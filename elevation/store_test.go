@@ -280,3 +280,27 @@ func TestStoreRefusesALoopOfCreateAndWithdraw(t *testing.T) {
 		t.Fatalf("a window later: %v", err)
 	}
 }
+
+// TestStoreEndsARequestDeletedButKeptByAFinalizer: a requester who adds a finalizer to their
+// own request keeps the object after an approver deletes it; the grant ends at the delete
+// all the same, and the end is recorded once.
+func TestStoreEndsARequestDeletedButKeptByAFinalizer(t *testing.T) {
+	p := mustPolicy(t)
+	rec := &recorded{}
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }, Audit: rec, Now: func() time.Time { return t0.Add(time.Minute) }})
+	ar := created(t, p, spec("break-glass", "INC-1", 10*time.Minute, ""), bob)
+	ar.Finalizers = []string{"bob.example/keep"}
+	s.Upsert(ar, false)
+	rec.names()
+	terminating := roundTrip(t, ar)
+	deleted := metav1.NewTime(t0.Add(time.Minute))
+	terminating.DeletionTimestamp = &deleted
+	s.Upsert(terminating, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 0 {
+		t.Fatalf("a deleted request still grants: %v", g)
+	}
+	s.Delete(terminating)
+	if got := rec.names(); !slices.Equal(got, []string{"elevation.ended by github:bob:1002 deleted"}) {
+		t.Fatalf("events %v", got)
+	}
+}
