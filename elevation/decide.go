@@ -228,14 +228,20 @@ func CheckCreate(p *subjectaccessreview.Policy, ar *AccessRequest, user User, op
 // CheckUpdate is the validating webhook's decision on an update from old to ar by user at
 // now: spec never changes; status changes only by one step (an approval, a denial or a
 // revocation) that Act allows user at now and gives at that step's time, within ClockSkew
-// of now. Updates of metadata alone are allowed; a leftover AnnotationAction means the
-// mutating webhook did not run and is refused.
+// of now. Updates of metadata alone are allowed, except a new owner reference (through the
+// garbage collector anyone who may patch the object would end someone else's request); a
+// leftover AnnotationAction means the mutating webhook did not run and is refused.
 func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user User, now time.Time) error {
 	if ar.Annotations[AnnotationAction] != "" {
 		return refuse("annotation %s was not acted on: octogate's mutating webhook did not run", AnnotationAction)
 	}
 	if !equality.Semantic.DeepEqual(old.Spec, ar.Spec) {
 		return refuse("spec of request %s cannot change; create a new request", ar.Name)
+	}
+	for _, o := range ar.OwnerReferences {
+		if !slices.ContainsFunc(old.OwnerReferences, func(p metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(p, o) }) {
+			return refuse("request %s cannot get an owner (metadata.ownerReferences): the garbage collector would delete it with its owner", ar.Name)
+		}
 	}
 	if equality.Semantic.DeepEqual(old.Status, ar.Status) {
 		return nil

@@ -403,3 +403,19 @@ func TestSubsecondDurationsAreRefusedAtCreation(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckUpdateRefusesANewOwner: with an owner reference to a short-lived object, anyone
+// allowed to patch AccessRequests could have the garbage collector delete someone else's
+// request, ending it without being an approver.
+func TestCheckUpdateRefusesANewOwner(t *testing.T) {
+	p := mustPolicy(t)
+	old := roundTrip(t, created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob))
+	owned := roundTrip(t, old)
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "gone-soon", UID: "0c6e5b8e-0000-4000-8000-000000000001"}}
+	if err := CheckUpdate(p, old, owned, carol, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "cannot get an owner") {
+		t.Fatalf("carol adding an owner: %v", err)
+	}
+	if err := CheckUpdate(p, owned, old, carol, t0); err != nil {
+		t.Fatalf("removing an owner (the garbage collector orphaning): %v", err)
+	}
+}
