@@ -28,7 +28,17 @@ const (
 type AccessRequests interface {
 	Policy() *subjectaccessreview.Policy
 	OpenRequests(requester string, now time.Time) int
+	// Reserve counts a new request name of requester as open if they are within their
+	// limits (limit open requests, elevation.CreateLimit creates), in one step; else the
+	// refusal.
+	Reserve(requester, name string, limit int, now time.Time) error
+	// Synced is false until the cluster's requests are loaded: creates are refused until
+	// then, as OpenRequests would count none.
+	Synced() bool
 }
+
+// errNotSynced refuses a create before the cluster's requests are loaded.
+var errNotSynced = errors.New("octogate: the cluster's AccessRequests are not loaded yet, so open requests cannot be counted; retry in a few seconds")
 
 // AccessRequestConfig configures the AccessRequest webhooks.
 type AccessRequestConfig struct {
@@ -81,8 +91,10 @@ func NewAccessRequestMutator(cfg AccessRequestConfig) (http.Handler, error) {
 }
 
 // NewAccessRequestValidator returns the http.Handler for POST /validate/accessrequests: it
-// admits a CREATE when elevation.CheckCreate does and an UPDATE when elevation.CheckUpdate
-// does; DELETE is allowed (the audit trail is octogate's audit file, not the object).
+// admits a CREATE when elevation.CheckCreate does and Source reserves the request against
+// its requester's open limit (a dry run reserves nothing), and an UPDATE when
+// elevation.CheckUpdate does; DELETE is allowed (the audit trail is octogate's audit file,
+// not the object). Both webhooks refuse every CREATE until Source is synced.
 func NewAccessRequestValidator(cfg AccessRequestConfig) (http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -145,6 +157,9 @@ type jsonPatchOp struct {
 func mutateAccessRequest(src AccessRequests, limit int, old, ar *elevation.AccessRequest, user elevation.User, now time.Time) ([]jsonPatchOp, error) {
 	p := src.Policy()
 	if old == nil {
+		if !src.Synced() {
+			return nil, errNotSynced
+		}
 		st, err := elevation.Admit(p, ar.Spec, user, src.OpenRequests(user.Username, now), limit, now)
 		if err != nil {
 			return nil, err
@@ -186,7 +201,7 @@ func (v *accessRequestValidator) Handle(ctx context.Context, req ctrladmission.R
 	}
 	user, now, p := personOf(req.UserInfo), v.cfg.now(), v.cfg.Source.Policy()
 	if old == nil {
-		err = elevation.CheckCreate(p, ar, user, v.cfg.Source.OpenRequests(user.Username, now), v.cfg.OpenLimit, now)
+		err = v.checkCreate(req, p, ar, user, now)
 	} else {
 		err = elevation.CheckUpdate(p, old, ar, user, now)
 	}
@@ -197,6 +212,28 @@ func (v *accessRequestValidator) Handle(ctx context.Context, req ctrladmission.R
 	}
 	v.record(ctx, req, decisionAdmit, "")
 	return ctrladmission.Allowed("")
+}
+
+// checkCreate is elevation.CheckCreate, refused before the store is synced, and then, unless
+// req is a dry run, the reservation of ar against its requester's limit: parallel creates
+// all read a cache in which none of them is yet.
+func (v *accessRequestValidator) checkCreate(req ctrladmission.Request, p *subjectaccessreview.Policy, ar *elevation.AccessRequest, user elevation.User, now time.Time) error {
+	src := v.cfg.Source
+	if !src.Synced() {
+		return errNotSynced
+	}
+	open := src.OpenRequests(user.Username, now)
+	if err := elevation.CheckCreate(p, ar, user, open, v.cfg.OpenLimit, now); err != nil {
+		return err
+	}
+	if req.DryRun != nil && *req.DryRun {
+		return nil
+	}
+	name := ar.Name
+	if name == "" {
+		name = "uid:" + string(req.UID)
+	}
+	return src.Reserve(user.Username, name, v.cfg.OpenLimit, now)
 }
 
 // decodeAccessRequests decodes the object and, on UPDATE, the old object of req.

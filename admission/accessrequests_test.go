@@ -2,7 +2,11 @@ package admission
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,14 +34,25 @@ elevations:
 `
 
 type fakeAccessRequests struct {
-	p    *subjectaccessreview.Policy
-	open map[string]int
+	p        *subjectaccessreview.Policy
+	open     map[string]int
+	unsynced bool
 }
 
 func (f fakeAccessRequests) Policy() *subjectaccessreview.Policy { return f.p }
 func (f fakeAccessRequests) OpenRequests(user string, _ time.Time) int {
 	return f.open[user]
 }
+func (f fakeAccessRequests) Reserve(user, _ string, limit int, _ time.Time) error {
+	if limit <= 0 {
+		limit = elevation.DefaultOpenLimit
+	}
+	if f.open[user] >= limit {
+		return elevation.OpenLimitReached(user, f.open[user])
+	}
+	return nil
+}
+func (f fakeAccessRequests) Synced() bool { return !f.unsynced }
 
 var (
 	arKind     = metav1.GroupVersionKind{Group: elevation.Group, Version: elevation.Version, Kind: elevation.Kind}
@@ -184,6 +199,82 @@ func TestAccessRequestCreateRefusals(t *testing.T) {
 	} {
 		if _, msg := w.admit(admissionv1.Create, c.object, "", c.user); !strings.Contains(msg, c.want) {
 			t.Errorf("%s: %q, want %q", name, msg, c.want)
+		}
+	}
+}
+
+// TestAccessRequestOpenLimitHoldsUnderParallelCreates: creates that arrive together all
+// read the same informer cache, in which none of them is yet; the limit still holds, as the
+// validating webhook counts the requests it admitted until the informer shows them.
+func TestAccessRequestOpenLimitHoldsUnderParallelCreates(t *testing.T) {
+	p, err := subjectaccessreview.Parse([]byte(accessRequestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	store, err := elevation.NewStore(elevation.StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetSynced()
+	cfg := AccessRequestConfig{Source: store, Now: func() time.Time { return now }, Logger: quiet}
+	m, err := NewAccessRequestMutator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewAccessRequestValidator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := arWebhooks{
+		t: t,
+		mutator: func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return review(t, m, "admission.k8s.io/v1", r)
+		},
+		validator: func(r admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return review(t, v, "admission.k8s.io/v1", r)
+		},
+	}
+	const creates = 12
+	var wg sync.WaitGroup
+	var admitted atomic.Int32
+	for i := range creates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			object := strings.Replace(newRequest, "prod-debug-x7k2p", fmt.Sprintf("prod-debug-%05d", i), 1)
+			if _, msg := w.admit(admissionv1.Create, object, "", arBob); msg == "" {
+				admitted.Add(1)
+			} else if !strings.Contains(msg, "open requests") {
+				t.Errorf("create %d: %s", i, msg)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != elevation.DefaultOpenLimit {
+		t.Fatalf("%d of %d parallel creates admitted, want the limit %d", n, creates, elevation.DefaultOpenLimit)
+	}
+}
+
+// TestAccessRequestCreateRefusedBeforeTheStoreIsSynced: before the informer's first list
+// the store counts no open request, so a create then could pass the limit.
+func TestAccessRequestCreateRefusedBeforeTheStoreIsSynced(t *testing.T) {
+	p, err := subjectaccessreview.Parse([]byte(accessRequestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := AccessRequestConfig{Source: fakeAccessRequests{p: p, unsynced: true}, Logger: quiet}
+	for name, newHandler := range map[string]func(AccessRequestConfig) (http.Handler, error){"mutator": NewAccessRequestMutator, "validator": NewAccessRequestValidator} {
+		h, err := newHandler(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := admissionv1.AdmissionRequest{
+			UID: types.UID("7f0b2a52-0c1e-4bb0-9d7c-1f0e0e0e0e0e"), Kind: arKind, Resource: arResource,
+			Operation: admissionv1.Create, UserInfo: arBob, Object: runtime.RawExtension{Raw: []byte(newRequest)},
+		}
+		if resp := review(t, h, "admission.k8s.io/v1", req); resp.Allowed || !strings.Contains(resp.Result.Message, "not loaded yet") {
+			t.Errorf("%s: allowed %v: %v", name, resp.Allowed, resp.Result)
 		}
 	}
 }

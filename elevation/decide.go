@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,9 +47,10 @@ var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // Admit decides a new request for spec by user at now, who has open requests open already
 // (limit: at most; 0 means DefaultOpenLimit): the status it starts with, or an error wrapping
 // ErrRefused. A request is refused when the elevation is not in policy p, user is not one of
-// its subjects, the duration is not positive or over maxDuration, the reason is missing where
-// required (or too long), the namespace is not one the elevation covers, or user has limit
-// open requests. A break-glass elevation's request starts Active, for spec.duration from now.
+// its subjects, the duration is not positive, not whole seconds or over maxDuration, the
+// reason is missing where required (or too long, or holds control or invisible characters),
+// the namespace is not one the elevation covers, or user has limit open requests. A
+// break-glass elevation's request starts Active, for spec.duration from now.
 func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int, now time.Time) (Status, error) {
 	if limit <= 0 {
 		limit = DefaultOpenLimit
@@ -63,18 +65,22 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		return Status{}, refuse("%s may not request elevation %q: not one of its subjects", user.Username, spec.Elevation)
 	case spec.Duration.Duration <= 0:
 		return Status{}, refuse("spec.duration must be positive, at most %s", e.MaxDuration)
+	case spec.Duration.Duration%time.Second != 0:
+		return Status{}, refuse("spec.duration %s must be whole seconds (times are stored in seconds)", spec.Duration.Duration)
 	case spec.Duration.Duration > e.MaxDuration:
 		return Status{}, refuse("spec.duration %s is longer than elevation %q allows (maxDuration %s)", spec.Duration.Duration, spec.Elevation, e.MaxDuration)
 	case e.RequireReason && strings.TrimSpace(spec.Reason) == "":
 		return Status{}, refuse("elevation %q requires a reason (spec.reason, --reason)", spec.Elevation)
 	case len(spec.Reason) > MaxReasonLength:
 		return Status{}, refuse("spec.reason is longer than %d bytes", MaxReasonLength)
+	case !printable(spec.Reason):
+		return Status{}, refuse("spec.reason must be one line of visible text: no control or invisible format characters")
 	case spec.Namespace != "" && (!namespaceRE.MatchString(spec.Namespace) || len(spec.Namespace) > 63):
 		return Status{}, refuse("spec.namespace %q is not a namespace name", spec.Namespace)
 	case spec.Namespace != "" && !p.ElevationNamespaceAllowed(spec.Elevation, spec.Namespace):
 		return Status{}, refuse("spec.namespace %q is not one elevation %q grants in (namespaces: %s)", spec.Namespace, spec.Elevation, strings.Join(e.Namespaces, ", "))
 	case open >= limit:
-		return Status{}, refuse("%s already has %d open requests (pending or active), the most one person may have; revoke one first", user.Username, open)
+		return Status{}, OpenLimitReached(user.Username, open)
 	}
 	at := metav1.NewTime(now.UTC().Truncate(time.Second))
 	s := Status{
@@ -87,6 +93,20 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		s.Phase, s.BreakGlass, s.StartTime, s.EndTime = PhaseActive, true, &at, &end
 	}
 	return s, nil
+}
+
+// OpenLimitReached is the refusal of a new request from user, who has open requests open
+// already, the most one person may have.
+func OpenLimitReached(user string, open int) error {
+	return refuse("%s already has %d open requests (pending or active), the most one person may have; revoke one first", user, open)
+}
+
+// printable reports whether s, a reason people read in a terminal and a chat, holds no
+// control characters (newlines, terminal escapes) and no invisible format characters
+// (Unicode category Cf: zero-width spaces, bidirectional overrides), which would hide or
+// reorder what approvers read, or make an empty reason look like one.
+func printable(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
 }
 
 func names(p *subjectaccessreview.Policy) string {
@@ -106,12 +126,17 @@ func isRequester(ar *AccessRequest, user User) bool {
 
 // Act decides action by user on ar at now, with an optional reason: ar's new status, or an
 // error wrapping ErrRefused. Approve: only an approver of the elevation, never the requester,
-// once per person, while the request is Pending and not Expired; the last required approval
+// once per person, while the request is Pending and not Expired, and only while the policy
+// would still admit it (spec.duration within maxDuration, spec.namespace among the
+// elevation's namespaces, the requester one of its subjects); the last required approval
 // makes it Active from now for spec.duration. Deny: an approver, never the requester, while
 // Pending. Revoke: the requester or an approver, while Pending or Active (not Ended).
 func Act(p *subjectaccessreview.Policy, ar *AccessRequest, action Action, reason string, user User, now time.Time) (Status, error) {
 	if len(reason) > MaxReasonLength {
 		return Status{}, refuse("the reason is longer than %d bytes", MaxReasonLength)
+	}
+	if !printable(reason) {
+		return Status{}, refuse("the reason must be one line of visible text: no control or invisible format characters")
 	}
 	e, ok := p.Elevation(ar.Spec.Elevation)
 	if !ok {
@@ -135,6 +160,16 @@ func Act(p *subjectaccessreview.Policy, ar *AccessRequest, action Action, reason
 		if action == ActionDeny {
 			s.Phase, s.Denial = PhaseDenied, &step
 			return s, nil
+		}
+		// The policy may have changed since the request was admitted: it is approved only
+		// if Admit would still admit it.
+		switch r := ar.Status.Requester; {
+		case ar.Spec.Duration.Duration > e.MaxDuration:
+			return Status{}, refuse("request %s asks for %s but elevation %q now allows at most %s: it cannot be approved; ask again", ar.Name, ar.Spec.Duration.Duration, ar.Spec.Elevation, e.MaxDuration)
+		case ar.Spec.Namespace != "" && !p.ElevationNamespaceAllowed(ar.Spec.Elevation, ar.Spec.Namespace):
+			return Status{}, refuse("request %s asks for namespace %q, which elevation %q no longer grants in: it cannot be approved", ar.Name, ar.Spec.Namespace, ar.Spec.Elevation)
+		case !p.MayRequest(ar.Spec.Elevation, r.Username, r.Groups):
+			return Status{}, refuse("%s is no longer one of the subjects of elevation %q: request %s cannot be approved", r.Username, ar.Spec.Elevation, ar.Name)
 		}
 		for _, a := range s.Approvals {
 			if a.By == user.Username || (a.UID != "" && a.UID == user.UID) {
@@ -192,15 +227,21 @@ func CheckCreate(p *subjectaccessreview.Policy, ar *AccessRequest, user User, op
 
 // CheckUpdate is the validating webhook's decision on an update from old to ar by user at
 // now: spec never changes; status changes only by one step (an approval, a denial or a
-// revocation) that Act gives user at that step's time, within ClockSkew of now. Updates of
-// metadata alone are allowed; a leftover AnnotationAction means the mutating webhook did
-// not run and is refused.
+// revocation) that Act allows user at now and gives at that step's time, within ClockSkew
+// of now. Updates of metadata alone are allowed, except a new owner reference (through the
+// garbage collector anyone who may patch the object would end someone else's request); a
+// leftover AnnotationAction means the mutating webhook did not run and is refused.
 func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user User, now time.Time) error {
 	if ar.Annotations[AnnotationAction] != "" {
 		return refuse("annotation %s was not acted on: octogate's mutating webhook did not run", AnnotationAction)
 	}
 	if !equality.Semantic.DeepEqual(old.Spec, ar.Spec) {
 		return refuse("spec of request %s cannot change; create a new request", ar.Name)
+	}
+	for _, o := range ar.OwnerReferences {
+		if !slices.ContainsFunc(old.OwnerReferences, func(p metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(p, o) }) {
+			return refuse("request %s cannot get an owner (metadata.ownerReferences): the garbage collector would delete it with its owner", ar.Name)
+		}
 	}
 	if equality.Semantic.DeepEqual(old.Status, ar.Status) {
 		return nil
@@ -221,6 +262,11 @@ func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user Use
 	if step.At.Sub(now).Abs() > ClockSkew {
 		return refuse("the %s step's time %s is not now", action, step.At.UTC().Format(time.RFC3339))
 	}
+	// The step must be allowed now, not only at the time it claims: a step dated within
+	// ClockSkew before now would otherwise approve a request that expired since.
+	if _, err := Act(p, old, action, step.Reason, user, now); err != nil {
+		return err
+	}
 	want, err := Act(p, old, action, step.Reason, user, step.At.Time)
 	if err != nil {
 		return err
@@ -229,4 +275,40 @@ func CheckUpdate(p *subjectaccessreview.Policy, old, ar *AccessRequest, user Use
 		return refuse("status of request %s is written by octogate's admission webhooks only: a step records who took it (%s)", ar.Name, user.Username)
 	}
 	return nil
+}
+
+// GrantEnd is when the access ar grants under policy p ends: status.endTime, but no later
+// than status.startTime plus the elevation's maxDuration in p. It is false when ar grants
+// nothing under p: not stored Active, without start or end time, being deleted (a finalizer
+// keeps a deleted object; its grant ends with the delete all the same), its elevation no
+// longer in p, fewer approvals (from people other than the requester) than the elevation
+// needs now, or break-glass where the elevation no longer is. The webhooks never admit such
+// a status; this keeps the authorizer from granting one written while they were not
+// installed, or on a policy that changed after the approval.
+func (ar *AccessRequest) GrantEnd(p *subjectaccessreview.Policy) (time.Time, bool) {
+	s := &ar.Status
+	e, ok := p.Elevation(ar.Spec.Elevation)
+	if !ok || s.Phase != PhaseActive || s.StartTime == nil || s.EndTime == nil || ar.DeletionTimestamp != nil {
+		return time.Time{}, false
+	}
+	if s.BreakGlass {
+		if !e.BreakGlass {
+			return time.Time{}, false
+		}
+	} else {
+		approvals := 0
+		for _, a := range s.Approvals {
+			if a.By != s.Requester.Username && (a.UID == "" || a.UID != s.Requester.UID) {
+				approvals++
+			}
+		}
+		if approvals < e.Approvals {
+			return time.Time{}, false
+		}
+	}
+	end := s.EndTime.Time
+	if latest := s.StartTime.Add(e.MaxDuration); latest.Before(end) {
+		end = latest
+	}
+	return end, true
 }

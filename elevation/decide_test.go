@@ -315,3 +315,107 @@ func TestCheckUpdate(t *testing.T) {
 		t.Errorf("a metadata-only update refused: %v", err)
 	}
 }
+
+// TestApprovalRechecksTheChangedPolicy: a request admitted under one policy is approved
+// only if the policy in force at approval would still admit it.
+func TestApprovalRechecksTheChangedPolicy(t *testing.T) {
+	p := mustPolicy(t)
+	changed := func(t *testing.T, from, to string) *subjectaccessreview.Policy {
+		t.Helper()
+		if !strings.Contains(testPolicy, from) {
+			t.Fatalf("%q is not in the test policy", from)
+		}
+		q, err := subjectaccessreview.Parse([]byte(strings.Replace(testPolicy, from, to, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	for name, c := range map[string]struct {
+		p    *subjectaccessreview.Policy
+		want string
+	}{
+		"maxDuration reduced":   {changed(t, "maxDuration: 1h", "maxDuration: 15m"), `now allows at most 15m0s`},
+		"namespace taken away":  {changed(t, `namespaces: [prod, "prod-*"]`, `namespaces: [staging]`), `namespace "prod", which elevation "prod-debug" no longer grants in`},
+		"requester not subject": {changed(t, `subjects: [{kind: Group, name: "github:acme"}]`, `subjects: [{kind: Group, name: "github:acme/sre"}]`), "is no longer one of the subjects"},
+	} {
+		ar := created(t, p, spec("prod-debug", "INC-123", time.Hour, "prod"), bob)
+		if _, err := Act(c.p, ar, ActionApprove, "", alice, t0.Add(time.Minute)); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+		if _, err := Act(c.p, ar, ActionDeny, "", alice, t0.Add(time.Minute)); err != nil {
+			t.Errorf("%s: deny refused: %v", name, err)
+		}
+	}
+}
+
+// TestCheckUpdateRefusesABackdatedApproval: a status written by hand may date its step up to
+// ClockSkew from now; an approval dated just before the request expired, written just after,
+// is refused.
+func TestCheckUpdateRefusesABackdatedApproval(t *testing.T) {
+	p := mustPolicy(t)
+	old := roundTrip(t, created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob))
+	before := t0.Add(PendingTimeout - 30*time.Second)
+	st, err := Act(p, old, ActionApprove, "", alice, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdated := roundTrip(t, old)
+	backdated.Status = st
+	backdated = roundTrip(t, backdated)
+	err = CheckUpdate(p, old, backdated, alice, t0.Add(PendingTimeout+20*time.Second))
+	if !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "is Expired") {
+		t.Fatalf("an approval dated before the expiry, written after it: %v", err)
+	}
+}
+
+// TestReasonsMustBeVisibleText: a reason of zero-width spaces passes a whitespace check but
+// says nothing; terminal escapes and bidirectional overrides change what approvers read.
+func TestReasonsMustBeVisibleText(t *testing.T) {
+	p := mustPolicy(t)
+	for name, reason := range map[string]string{
+		"zero-width spaces only":   "\u200b\u200b",
+		"a bidi override":          "INC-123 \u202eyalp-on",
+		"a terminal escape":        "INC-123 \x1b]8;;https://evil.example\x07runbook\x1b]8;;\x07",
+		"a newline hiding a reply": "INC-123\napproved by alice",
+	} {
+		if _, err := Admit(p, spec("prod-debug", reason, time.Hour, ""), bob, 0, 0, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "visible text") {
+			t.Errorf("request with %s: %v", name, err)
+		}
+		ar := created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob)
+		if _, err := Act(p, ar, ActionApprove, reason, alice, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "visible text") {
+			t.Errorf("approval with %s: %v", name, err)
+		}
+	}
+	if _, err := Admit(p, spec("prod-debug", "INC-123: pod web crashloops — ünïcode ok", time.Hour, ""), bob, 0, 0, t0); err != nil {
+		t.Errorf("a plain reason: %v", err)
+	}
+}
+
+// TestSubsecondDurationsAreRefusedAtCreation: times are stored in whole seconds, so a status
+// with an end of start + 90.5 s cannot be stored as computed; such a request was admitted and
+// then could never be approved (nor a break-glass one created), with a misleading message.
+func TestSubsecondDurationsAreRefusedAtCreation(t *testing.T) {
+	p := mustPolicy(t)
+	for _, e := range []string{"prod-debug", "break-glass"} {
+		if _, err := Admit(p, spec(e, "INC-1", 90*time.Second+500*time.Millisecond, ""), bob, 0, 0, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "whole seconds") {
+			t.Errorf("%s for 90.5s: %v", e, err)
+		}
+	}
+}
+
+// TestCheckUpdateRefusesANewOwner: with an owner reference to a short-lived object, anyone
+// allowed to patch AccessRequests could have the garbage collector delete someone else's
+// request, ending it without being an approver.
+func TestCheckUpdateRefusesANewOwner(t *testing.T) {
+	p := mustPolicy(t)
+	old := roundTrip(t, created(t, p, spec("prod-debug", "INC-123", time.Hour, ""), bob))
+	owned := roundTrip(t, old)
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "gone-soon", UID: "0c6e5b8e-0000-4000-8000-000000000001"}}
+	if err := CheckUpdate(p, old, owned, carol, t0); !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "cannot get an owner") {
+		t.Fatalf("carol adding an owner: %v", err)
+	}
+	if err := CheckUpdate(p, owned, old, carol, t0); err != nil {
+		t.Fatalf("removing an owner (the garbage collector orphaning): %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +115,8 @@ func (n *Notifier) post(ctx context.Context, e audit.Event) error {
 	return nil
 }
 
-// Text is the one-line message of a step, as people read it in a chat channel.
+// Text is the one-line message of a step, as people read it in a chat channel; the
+// requester's reason is quoted, with & < > escaped.
 func Text(e audit.Event) string {
 	var b strings.Builder
 	scope := ""
@@ -141,7 +143,12 @@ func Text(e audit.Event) string {
 		fmt.Fprintf(&b, "%s: %s", e.Event, e.Request)
 	}
 	if e.Why != "" {
-		fmt.Fprintf(&b, ", reason: %q", e.Why)
+		// The reason is the only free text (names are DNS labels, usernames have no < > &):
+		// escaped as Slack asks, so "<!channel>" pings no one and "<https://x|INC-1>" is no
+		// link (https://api.slack.com/reference/surfaces/formatting#escaping).
+		fmt.Fprintf(&b, ", reason: %s", chatEscaper.Replace(strconv.Quote(e.Why)))
 	}
 	return b.String()
 }
+
+var chatEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

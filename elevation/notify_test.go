@@ -58,3 +58,14 @@ func TestNotifierURLIsNeverRepeated(t *testing.T) {
 		t.Fatalf("post error %v repeats the URL", err)
 	}
 }
+
+// TestNotifyTextEscapesTheReason: the reason is the requester's free text; in a Slack
+// message "<!channel>" would ping the channel and "<URL|text>" show a link under any text.
+func TestNotifyTextEscapesTheReason(t *testing.T) {
+	got := Text(audit.Event{Event: audit.ElevationRequested, Request: "prod-debug-x", Elevation: "prod-debug", Requester: "github:bob:1002",
+		Why: "<!channel> urgent, see <https://evil.example/login|INC-123 runbook> & approve"})
+	want := `github:bob:1002 requests elevation prod-debug (prod-debug-x), reason: "&lt;!channel&gt; urgent, see &lt;https://evil.example/login|INC-123 runbook&gt; &amp; approve"`
+	if got != want {
+		t.Fatalf("text %s\nwant %s", got, want)
+	}
+}

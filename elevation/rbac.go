@@ -95,15 +95,16 @@ func (r *RBAC) Reconcile(ctx context.Context, now time.Time) (time.Time, error) 
 	wantCRBs := map[string]*rbacv1.ClusterRoleBinding{}
 	wantRBs := map[string]*rbacv1.RoleBinding{} // key namespace/name
 	for _, ar := range r.Store.List() {
-		if ar.EffectivePhase(now) != PhaseActive || ar.Status.EndTime == nil {
+		end, ok := ar.GrantEnd(p)
+		if !ok || !now.Before(end) {
 			continue
 		}
 		g, ok := grants[subjectaccessreview.ElevationGroup(ar.Spec.Elevation)]
 		if !ok || !p.MayRequest(ar.Spec.Elevation, ar.Status.Requester.Username, ar.Status.Requester.Groups) {
 			continue
 		}
-		if ar.Status.EndTime.Before(&metav1.Time{Time: next}) {
-			next = ar.Status.EndTime.Time
+		if end.Before(next) {
+			next = end
 		}
 		name := ClusterRoleName(ar.Name)
 		meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelAccessRequest: ar.Name, LabelElevation: ar.Spec.Elevation}}

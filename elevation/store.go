@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +57,12 @@ type Store struct {
 	byUser map[string]map[string]*AccessRequest
 	// ended holds the requests whose end was recorded (or that had ended when first seen).
 	ended map[string]bool
+	// reserved holds, by name, the requests Reserve admitted that the informer has not shown
+	// yet.
+	reserved map[string]reservation
+	// created holds, by requester, when Reserve admitted their requests within CreateWindow.
+	created map[string][]time.Time
+	synced  atomic.Bool
 	// changed has a value after each change (Changed).
 	changed chan struct{}
 }
@@ -67,6 +75,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	s := &Store{
 		policy: cfg.Policy, audit: cfg.Audit, notify: cfg.Notify, now: cfg.Now, log: cfg.Logger,
 		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{},
+		reserved: map[string]reservation{}, created: map[string][]time.Time{},
 		changed: make(chan struct{}, 1),
 	}
 	if s.now == nil {
@@ -82,32 +91,106 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 func (s *Store) Policy() *subjectaccessreview.Policy { return s.policy() }
 
 // Active returns the grants user holds at now: one per request of theirs that is Active
-// and before its end time. Its answer depends on now only through the stored end times, so
-// access ends at the end time without any write.
+// and before its end under the policy in force (AccessRequest.GrantEnd). Its answer depends
+// on now only through the stored end times, so access ends at the end time without any write.
 func (s *Store) Active(user string, now time.Time) []subjectaccessreview.ActiveGrant {
+	p := s.policy()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []subjectaccessreview.ActiveGrant
 	for _, ar := range s.byUser[user] {
-		if ar.EffectivePhase(now) == PhaseActive {
-			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace})
+		if end, ok := ar.GrantEnd(p); ok && now.Before(end) {
+			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace, RequesterUID: ar.Status.Requester.UID})
 		}
 	}
 	return out
 }
 
-// OpenRequests is how many of requester's requests are pending or active at now.
+// ReservationTTL is how long Reserve counts a request the informer has not shown: a create
+// refused after the validating webhook (another webhook, storage) is forgotten after it.
+const ReservationTTL = time.Minute
+
+type reservation struct {
+	requester string
+	until     time.Time
+}
+
+// OpenRequests is how many of requester's requests are pending or active at now, counting
+// those Reserve admitted that the informer has not shown yet.
 func (s *Store) OpenRequests(requester string, now time.Time) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.openLocked(requester, now)
+}
+
+func (s *Store) openLocked(requester string, now time.Time) int {
 	n := 0
 	for _, ar := range s.byUser[requester] {
 		if ar.Open(now) {
 			n++
 		}
 	}
+	for name, r := range s.reserved {
+		if r.requester == requester && now.Before(r.until) && s.byName[name] == nil {
+			n++
+		}
+	}
 	return n
 }
+
+// CreateLimit is how many requests one person may create within CreateWindow, withdrawn or
+// deleted ones included: every request is notified, and a loop of create and withdraw would
+// otherwise fill the notifier's queue and drop other people's notifications (a break-glass
+// one among them).
+const (
+	CreateLimit  = 20
+	CreateWindow = time.Hour
+)
+
+// Reserve counts the new request name of requester as open until the informer shows it (at
+// most ReservationTTL), if requester has fewer than limit open requests at now (0:
+// DefaultOpenLimit) and created fewer than CreateLimit within CreateWindow; else it reserves
+// nothing and returns the refusal (wrapping ErrRefused). The check and the reservation are
+// one step, so parallel creates on one replica never pass the limits together; each replica
+// counts alone, so n replicas admit at most n×limit before their informers catch up (and
+// n×CreateLimit creates per window).
+func (s *Store) Reserve(requester, name string, limit int, now time.Time) error {
+	if limit <= 0 {
+		limit = DefaultOpenLimit
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, r := range s.reserved {
+		if !now.Before(r.until) {
+			delete(s.reserved, n)
+		}
+	}
+	for user, times := range s.created {
+		if times = slices.DeleteFunc(times, func(t time.Time) bool { return !now.Before(t.Add(CreateWindow)) }); len(times) == 0 {
+			delete(s.created, user)
+		} else {
+			s.created[user] = times
+		}
+	}
+	delete(s.reserved, name)
+	if open := s.openLocked(requester, now); open >= limit {
+		return OpenLimitReached(requester, open)
+	}
+	if len(s.created[requester]) >= CreateLimit {
+		return refuse("%s created %d requests within %s, the most one person may; wait, or ask an approver", requester, CreateLimit, CreateWindow)
+	}
+	s.reserved[name] = reservation{requester: requester, until: now.Add(ReservationTTL)}
+	s.created[requester] = append(s.created[requester], now)
+	return nil
+}
+
+// Synced reports whether the store holds the cluster's requests: the informer's first list
+// is in (SetSynced). Until then OpenRequests knows none of them.
+func (s *Store) Synced() bool { return s.synced.Load() }
+
+// SetSynced marks the store as holding the cluster's requests; Watch calls it once the
+// informer's first list is delivered.
+func (s *Store) SetSynced() { s.synced.Store(true) }
 
 // List returns the stored requests (copies of the pointers; callers must not modify them).
 func (s *Store) List() []*AccessRequest {
@@ -131,6 +214,7 @@ func (s *Store) Upsert(ar *AccessRequest, initial bool) {
 		s.removeLocked(old)
 	}
 	s.byName[ar.Name] = ar
+	delete(s.reserved, ar.Name)
 	user := ar.Status.Requester.Username
 	if s.byUser[user] == nil {
 		s.byUser[user] = map[string]*AccessRequest{}
@@ -207,6 +291,10 @@ func (s *Store) stepsLocked(old, ar *AccessRequest, now time.Time) []audit.Event
 			s.ended[ar.Name] = true
 			events = append(events, event(audit.ElevationEnded, ar, n.Revocation.By, "revoked", n.Revocation.Reason, n.Revocation.At.Time))
 		}
+	}
+	if n.Phase == PhaseActive && ar.DeletionTimestamp != nil && ar.EffectivePhase(now) == PhaseActive && !s.ended[ar.Name] {
+		s.ended[ar.Name] = true
+		events = append(events, event(audit.ElevationEnded, ar, n.Requester.Username, "deleted", "", now))
 	}
 	if n.Phase == PhaseActive && ar.EffectivePhase(now) == PhaseEnded && !s.ended[ar.Name] {
 		s.ended[ar.Name] = true
@@ -294,7 +382,8 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 	for {
 		inf, err := informers.GetInformer(ctx, obj)
 		if err == nil {
-			_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			var reg toolscache.ResourceEventHandlerRegistration
+			reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 				AddFunc:    func(o any, initial bool) { s.fromInformer(o, initial) },
 				UpdateFunc: func(_, o any) { s.fromInformer(o, false) },
 				DeleteFunc: func(o any) {
@@ -304,7 +393,10 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 				},
 			})
 			if err == nil {
-				s.log.Info("watching AccessRequests")
+				if toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+					s.SetSynced()
+					s.log.Info("watching AccessRequests")
+				}
 				<-ctx.Done()
 				return nil
 			}
@@ -321,9 +413,16 @@ func (s *Store) Watch(ctx context.Context, informers Informers, retry time.Durat
 	}
 }
 
+// fromInformer stores an added or updated object. One that cannot be decoded (never
+// admitted by the webhooks) is forgotten, so a stale earlier version grants nothing.
 func (s *Store) fromInformer(o any, initial bool) {
 	if ar := fromObject(o); ar != nil {
 		s.Upsert(ar, initial)
+		return
+	}
+	if u, ok := o.(*unstructured.Unstructured); ok && u.GetName() != "" {
+		s.log.Warn("an AccessRequest that cannot be decoded grants nothing", "request", u.GetName())
+		s.Delete(&AccessRequest{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}})
 	}
 }
 

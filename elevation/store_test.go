@@ -1,10 +1,17 @@
 package elevation
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/octogate/octogate/audit"
 	"github.com/octogate/octogate/subjectaccessreview"
@@ -56,7 +63,7 @@ func TestStoreGrantsAndAuditsEveryStep(t *testing.T) {
 	if got := rec.names(); !slices.Equal(got, []string{"elevation.approved by github:alice:1001 ", "elevation.started by github:bob:1002 approved"}) {
 		t.Fatalf("events %v", got)
 	}
-	want := []subjectaccessreview.ActiveGrant{{Request: ar.Name, Elevation: "prod-debug", Namespace: "prod"}}
+	want := []subjectaccessreview.ActiveGrant{{Request: ar.Name, Elevation: "prod-debug", Namespace: "prod", RequesterUID: bob.UID}}
 	if g := s.Active(bob.Username, now); !slices.Equal(g, want) {
 		t.Fatalf("active %v", g)
 	}
@@ -114,5 +121,186 @@ func TestStoreRecordsRevocation(t *testing.T) {
 	}
 	if g := s.Active(bob.Username, now.Add(time.Minute)); len(g) != 0 {
 		t.Fatalf("active after revocation: %v", g)
+	}
+}
+
+// TestStoreGrantsOnlyWhatThePolicyInForceAllows: a status the webhooks would never admit
+// (Active without an approval, or approved by the requester) grants nothing, and a policy
+// that changed after the approval bounds the grant: a shorter maxDuration ends it sooner,
+// an elevation no longer break-glass ends a break-glass request.
+func TestStoreGrantsOnlyWhatThePolicyInForceAllows(t *testing.T) {
+	p := mustPolicy(t)
+	policy := p
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return policy }})
+	with := func(from, to string) *subjectaccessreview.Policy {
+		q, err := subjectaccessreview.Parse([]byte(strings.Replace(testPolicy, from, to, 1)))
+		if err != nil || !strings.Contains(testPolicy, from) {
+			t.Fatalf("policy with %q: %v", to, err)
+		}
+		return q
+	}
+	at := metav1.NewTime(t0)
+	end := metav1.NewTime(t0.Add(time.Hour))
+
+	forged := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+	forged.Name = "forged"
+	forged.Status.Phase, forged.Status.StartTime, forged.Status.EndTime = PhaseActive, &at, &end
+	selfApproved := roundTrip(t, forged)
+	selfApproved.Name = "self-approved"
+	selfApproved.Status.Approvals = []Step{{By: bobRenamed.Username, UID: bobRenamed.UID, At: at}}
+	s.Upsert(forged, false)
+	s.Upsert(selfApproved, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 0 {
+		t.Fatalf("a status no webhook admitted grants %v", g)
+	}
+
+	approved := created(t, p, spec("prod-debug", "INC-2", time.Hour, ""), bob)
+	st, err := Act(p, approved, ActionApprove, "", alice, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved.Status = st
+	s.Upsert(approved, false)
+	if g := s.Active(bob.Username, t0.Add(30*time.Minute)); len(g) != 1 {
+		t.Fatalf("an approved request: %v", g)
+	}
+	policy = with("maxDuration: 1h", "maxDuration: 15m")
+	if g := s.Active(bob.Username, t0.Add(14*time.Minute)); len(g) != 1 {
+		t.Fatalf("within the new maxDuration: %v", g)
+	}
+	if g := s.Active(bob.Username, t0.Add(15*time.Minute)); len(g) != 0 {
+		t.Fatalf("maxDuration reduced to 15m, still granted at 15m: %v", g)
+	}
+
+	policy = p
+	bg := created(t, p, spec("break-glass", "INC-3", 10*time.Minute, ""), bob)
+	s.Upsert(bg, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 2 {
+		t.Fatalf("break-glass and the approved request: %v", g)
+	}
+	policy = with("  requireReason: true\n  breakGlass: true\n", "  requireReason: true\n  approvers: [{kind: Group, name: \"github:acme/sre\"}]\n")
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 1 || g[0].Elevation != "prod-debug" {
+		t.Fatalf("break-glass no longer allowed, still granted: %v", g)
+	}
+}
+
+func TestStoreReserveCountsUntilTheInformerShowsTheRequest(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	if s.Synced() {
+		t.Fatal("a new store is synced")
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if s.Reserve(bob.Username, name, 3, t0) != nil {
+			t.Fatalf("reservation %d refused", i)
+		}
+	}
+	if s.Reserve(bob.Username, "d", 3, t0) == nil || s.OpenRequests(bob.Username, t0) != 3 {
+		t.Fatalf("a fourth reservation at limit 3; open %d", s.OpenRequests(bob.Username, t0))
+	}
+	// The informer shows "a": it counts once, not twice.
+	ar := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+	ar.Name = "a"
+	s.Upsert(ar, false)
+	if n := s.OpenRequests(bob.Username, t0); n != 3 {
+		t.Fatalf("open %d after the informer showed a reserved request", n)
+	}
+	// Reservations the informer never shows (a create refused later) lapse.
+	if n := s.OpenRequests(bob.Username, t0.Add(ReservationTTL)); n != 1 {
+		t.Fatalf("open %d after the reservations lapsed", n)
+	}
+	if err := s.Reserve(bob.Username, "d", 3, t0.Add(ReservationTTL)); err != nil {
+		t.Fatalf("reservation refused after the others lapsed: %v", err)
+	}
+}
+
+// TestStoreForgetsARequestUpdatedToSomethingUndecodable: an update the store cannot decode
+// (only possible with the webhooks bypassed) must not leave the previous, active version
+// granting.
+func TestStoreForgetsARequestUpdatedToSomethingUndecodable(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	ar := created(t, p, spec("break-glass", "INC-1", 10*time.Minute, ""), bob)
+	ar.TypeMeta = metav1.TypeMeta{APIVersion: Group + "/" + Version, Kind: Kind}
+	b, err := json.Marshal(ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	s.fromInformer(u, false)
+	if g := s.Active(bob.Username, t0); len(g) != 1 {
+		t.Fatalf("break-glass: %v", g)
+	}
+	bad := u.DeepCopy()
+	if err := unstructured.SetNestedField(bad.Object, "ten minutes", "spec", "duration"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(bad.Object, "Revoked", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	s.fromInformer(bad, false)
+	if g := s.Active(bob.Username, t0); len(g) != 0 {
+		t.Fatalf("the earlier version still grants: %v", g)
+	}
+}
+
+// TestStoreRefusesALoopOfCreateAndWithdraw: withdrawn requests are not open, but each one
+// was notified; a loop of create and withdraw stops at CreateLimit per CreateWindow.
+func TestStoreRefusesALoopOfCreateAndWithdraw(t *testing.T) {
+	p := mustPolicy(t)
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	at := t0
+	for i := range CreateLimit + 1 {
+		name := fmt.Sprintf("prod-debug-%05d", i)
+		err := s.Reserve(bob.Username, name, 0, at)
+		if i == CreateLimit {
+			if !errors.Is(err, ErrRefused) || !strings.Contains(Message(err), "created 20 requests within 1h0m0s") {
+				t.Fatalf("create %d: %v", i, err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		ar := created(t, p, spec("prod-debug", "INC-1", time.Hour, ""), bob)
+		ar.Name = name
+		if ar.Status, err = Act(p, ar, ActionRevoke, "", bob, at); err != nil {
+			t.Fatal(err)
+		}
+		s.Upsert(ar, false)
+		at = at.Add(time.Second)
+	}
+	if err := s.Reserve(alice.Username, "someone-else", 0, at); err != nil {
+		t.Fatalf("another person: %v", err)
+	}
+	if err := s.Reserve(bob.Username, "later", 0, t0.Add(CreateWindow)); err != nil {
+		t.Fatalf("a window later: %v", err)
+	}
+}
+
+// TestStoreEndsARequestDeletedButKeptByAFinalizer: a requester who adds a finalizer to their
+// own request keeps the object after an approver deletes it; the grant ends at the delete
+// all the same, and the end is recorded once.
+func TestStoreEndsARequestDeletedButKeptByAFinalizer(t *testing.T) {
+	p := mustPolicy(t)
+	rec := &recorded{}
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }, Audit: rec, Now: func() time.Time { return t0.Add(time.Minute) }})
+	ar := created(t, p, spec("break-glass", "INC-1", 10*time.Minute, ""), bob)
+	ar.Finalizers = []string{"bob.example/keep"}
+	s.Upsert(ar, false)
+	rec.names()
+	terminating := roundTrip(t, ar)
+	deleted := metav1.NewTime(t0.Add(time.Minute))
+	terminating.DeletionTimestamp = &deleted
+	s.Upsert(terminating, false)
+	if g := s.Active(bob.Username, t0.Add(time.Minute)); len(g) != 0 {
+		t.Fatalf("a deleted request still grants: %v", g)
+	}
+	s.Delete(terminating)
+	if got := rec.names(); !slices.Equal(got, []string{"elevation.ended by github:bob:1002 deleted"}) {
+		t.Fatalf("events %v", got)
 	}
 }

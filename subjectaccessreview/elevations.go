@@ -286,9 +286,11 @@ func (p *Policy) ElevationsAllowing(a *Attributes) []string {
 }
 
 // ActiveGrant is one approved, not yet ended AccessRequest: its requester holds what
-// Elevation grants, narrowed to Namespace when set.
+// Elevation grants, narrowed to Namespace when set. RequesterUID is the requester's uid at
+// creation (empty when kube-apiserver gave none).
 type ActiveGrant struct {
 	Request, Elevation, Namespace string
+	RequesterUID                  string
 }
 
 // ActiveElevations tells which grants a user holds now (elevation.Store).
@@ -297,8 +299,8 @@ type ActiveElevations interface {
 }
 
 // elevationDecision decides a request the rules left without opinion (d): Allow when one of
-// the user's active grants covers it and the user, with the request's groups, is still one
-// of the elevation's subjects ("octogate: elevation NAME (request REQUEST)"), else d
+// the user's active grants covers it, the user has the requester's uid (when both are known)
+// and, with the request's groups, is still one of the elevation's subjects ("octogate: elevation NAME (request REQUEST)"), else d
 // with a reason that names the elevations the user may request that would allow it (the
 // Forbidden message kubectl shows then reads "octogate: no rule allows this; elevation
 // prod-debug would: octogate request prod-debug --reason ..."), else d unchanged.
@@ -308,6 +310,11 @@ func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now ti
 			// The requester must still be one of the elevation's subjects, with the groups
 			// of this request: leaving an allowed team ends the grant, as does removing the
 			// elevation from the policy.
+			// A username that now names someone else (OCTOGATE_USERNAME_FORMAT=login and a
+			// recycled login) holds nothing: the uids, when both are known, must agree.
+			if g.RequesterUID != "" && a.UID != "" && g.RequesterUID != a.UID {
+				continue
+			}
 			if p.MayRequest(g.Elevation, a.User, a.Groups) && p.ElevationAllows(g.Elevation, g.Namespace, a) {
 				return Decision{Verdict: Allow, Rule: ElevationRulePrefix + g.Elevation, Reason: "octogate: elevation " + g.Elevation + " (request " + g.Request + ")", elevation: true}
 			}

@@ -186,6 +186,11 @@ func (f fakeActive) Active(user string, now time.Time) []ActiveGrant {
 	return f.grants[user]
 }
 
+func withUID(a Attributes, uid string) Attributes {
+	a.UID = uid
+	return a
+}
+
 func TestDecideWithElevations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte(elevationPolicy), 0o600); err != nil {
@@ -194,7 +199,7 @@ func TestDecideWithElevations(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
 	now := t0
 	active := fakeActive{end: t0.Add(time.Hour), grants: map[string][]ActiveGrant{
-		"github:bob:1002": {{Request: "prod-debug-x7k2p", Elevation: "prod-debug", Namespace: "prod"}},
+		"github:bob:1002": {{Request: "prod-debug-x7k2p", Elevation: "prod-debug", Namespace: "prod", RequesterUID: "1002"}},
 	}}
 	a, err := New(Config{PolicyFile: path, Elevations: active, Now: func() time.Time { return now }})
 	if err != nil {
@@ -217,6 +222,8 @@ func TestDecideWithElevations(t *testing.T) {
 		{"bob's request is narrowed to prod: prod-eu gets the hint", bobExecEU, t0, NoOpinion, hint},
 		{"carol holds no grant and gets the hint", carolExec, t0, NoOpinion, hint},
 		{"at its end time bob is back to the hint", bobExec, t0.Add(time.Hour), NoOpinion, hint},
+		{"another person with bob's username (a recycled login) holds nothing", withUID(bobExec, "7777"), t0, NoOpinion, hint},
+		{"bob's uid holds it", withUID(bobExec, "1002"), t0, Allow, "octogate: elevation prod-debug (request prod-debug-x7k2p)"},
 		{"bob out of acme holds his grant no longer", res("github:bob:1002", []string{"github:other"}, "create", "", "pods", "exec", "prod", "web"), t0, NoOpinion, ReasonNoMatch},
 		{"a request no elevation covers keeps the plain reason", res("github:bob:1002", []string{"github:acme"}, "delete", "", "pods", "", "prod", "web"), t0, NoOpinion, ReasonNoMatch},
 		{"system users are never elevated nor hinted", res("system:kube-scheduler", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web"), t0, NoOpinion, ReasonSystemUser},
@@ -253,5 +260,47 @@ func TestElevationsGetProxyGrants(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no grant for elevation prod-debug")
+	}
+}
+
+// TestDenyRuleWinsOverAnActiveElevation: an active elevation fills only what the rules leave
+// without opinion; a Deny rule refuses its requester as anyone else, and the grant reaches no
+// namespace, verb or non-resource URL beyond the elevation's.
+func TestDenyRuleWinsOverAnActiveElevation(t *testing.T) {
+	policy := strings.Replace(elevationPolicy, "rules:\n", `rules:
+- name: no-exec-in-prod-payments
+  effect: Deny
+  subjects: [{kind: Group, name: "github:acme"}]
+  namespaces: [prod-payments]
+  resourceRules: [{verbs: ["*"], apiGroups: [""], resources: [pods/exec]}]
+`, 1)
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	active := fakeActive{end: t0.Add(time.Hour), grants: map[string][]ActiveGrant{
+		"github:bob:1002": {{Request: "prod-debug-x7k2p", Elevation: "prod-debug", RequesterUID: "1002"}},
+	}}
+	a, err := New(Config{PolicyFile: path, Elevations: active, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := []string{"github:acme"}
+	for _, c := range []struct {
+		name    string
+		attrs   Attributes
+		verdict Verdict
+	}{
+		{"exec in prod-eu, which the elevation covers", res("github:bob:1002", bob, "create", "", "pods", "exec", "prod-eu", "web"), Allow},
+		{"exec in prod-payments, which a Deny rule covers", res("github:bob:1002", bob, "create", "", "pods", "exec", "prod-payments", "web"), Deny},
+		{"exec in staging, outside the elevation's namespaces", res("github:bob:1002", bob, "create", "", "pods", "exec", "staging", "web"), NoOpinion},
+		{"delete in prod, a verb the elevation lacks", res("github:bob:1002", bob, "delete", "", "pods", "", "prod", "web"), NoOpinion},
+		{"exec on a cluster-scoped path", res("github:bob:1002", bob, "create", "", "pods", "exec", "", "web"), NoOpinion},
+		{"/metrics, a non-resource URL", Attributes{User: "github:bob:1002", UID: "1002", Groups: bob, Verb: "get", Path: "/metrics"}, NoOpinion},
+	} {
+		if d := a.Decide(&c.attrs); d.Verdict != c.verdict {
+			t.Errorf("%s: %v %q, want %v", c.name, d.Verdict, d.Reason, c.verdict)
+		}
 	}
 }
