@@ -90,8 +90,12 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	go func() { audited <- auditLog.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
-		<-audited
+		if err := <-done; err != nil {
+			t.Errorf("the server: %v", err)
+		}
+		if err := <-audited; err != nil {
+			t.Errorf("the audit log: %v", err)
+		}
 	})
 	select {
 	case <-server.Ready():
