@@ -95,7 +95,7 @@ func (r *RBAC) Reconcile(ctx context.Context, now time.Time) (time.Time, error) 
 	wantCRBs := map[string]*rbacv1.ClusterRoleBinding{}
 	wantRBs := map[string]*rbacv1.RoleBinding{} // key namespace/name
 	for _, ar := range r.Store.List() {
-		if ar.EffectivePhase(now) != PhaseActive || ar.Status.EndTime == nil {
+		if !r.Store.Holds(ar, now) || ar.Status.EndTime == nil {
 			continue
 		}
 		g, ok := grants[subjectaccessreview.ElevationGroup(ar.Spec.Elevation)]
