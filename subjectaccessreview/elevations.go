@@ -321,7 +321,18 @@ func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now ti
 	if len(names) > 1 {
 		reason += " (so would " + strings.Join(names[1:], ", ") + ")"
 	}
-	return Decision{Verdict: NoOpinion, Reason: reason}
+	return Decision{Verdict: NoOpinion, Reason: reason, hint: true}
+}
+
+// ElevationHint is d's Reason when the rules left the request without opinion and an
+// elevation the user may request would allow it ("no rule allows this; elevation prod-debug
+// would: octogate request prod-debug --reason ..."), else "". The proxy adds it to the
+// refusal of such a request by the cluster's RBAC.
+func (d Decision) ElevationHint() string {
+	if d.hint {
+		return d.Reason
+	}
+	return ""
 }
 
 // ElevationRulePrefix starts the Rule of a decision an active elevation made

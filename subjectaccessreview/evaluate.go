@@ -41,6 +41,9 @@ type Decision struct {
 	owner bool
 	// elevation marks a decision of an active elevation (elevationDecision).
 	elevation bool
+	// hint marks a no-opinion decision whose Reason names an elevation that would allow the
+	// request (elevationDecision).
+	hint bool
 
 	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
 	// when the policy is compiled: the answer depends only on the decision and apiVersion.
