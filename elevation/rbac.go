@@ -99,7 +99,7 @@ func (r *RBAC) Reconcile(ctx context.Context, now time.Time) (time.Time, error) 
 			continue
 		}
 		g, ok := grants[subjectaccessreview.ElevationGroup(ar.Spec.Elevation)]
-		if !ok || !p.MayRequest(ar.Spec.Elevation, ar.Status.Requester.Username, ar.Status.Requester.Groups) {
+		if !ok || !p.ElevationHere(ar.Spec.Elevation) || !p.MayRequest(ar.Spec.Elevation, ar.Status.Requester.Username, ar.Status.Requester.Groups) {
 			continue
 		}
 		if ar.Status.EndTime.Before(&metav1.Time{Time: next}) {

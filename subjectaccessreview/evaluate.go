@@ -122,6 +122,8 @@ type Policy struct {
 
 	// elevations are the policy's elevations by name (elevations.go).
 	elevations map[string]*compiledElevation
+	// cluster is the name of the cluster the policy is in force on (InCluster).
+	cluster string
 }
 
 // Rules returns the number of rules.

@@ -211,6 +211,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Registerer:     registry,
 		OwnerRules:     true,
 		UsernamePrefix: cfg.UsernamePrefix,
+		Cluster:        cfg.SessionAudience,
 	}
 	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log, UsernamePrefix: cfg.UsernamePrefix}
 	if templates != nil {
