@@ -32,8 +32,9 @@ import (
 )
 
 // elevationPolicy is the example policy, a rule that lets acme members read pods in prod and
-// file AccessRequests, and two elevations: prod-debug (exec in prod, approved by
-// platform-admins) and break-glass (bob may read prod's secrets at once, with a reason).
+// file AccessRequests, and three elevations: prod-debug (exec in prod, approved by
+// platform-admins), prod-debug-eu (the same, for cluster prod-eu-1 only, which the test's
+// clusters are not) and break-glass (bob may read prod's secrets at once, with a reason).
 const elevationPolicy = cluster.ExamplePolicy + `- name: members-read-prod
   effect: Allow
   subjects: [{kind: Group, name: "github:acme"}]
@@ -51,6 +52,13 @@ elevations:
   resourceRules: [{verbs: [get, create], apiGroups: [""], resources: [pods/exec]}]
   maxDuration: 1h
   requireReason: true
+- name: prod-debug-eu
+  subjects: [{kind: Group, name: "github:acme"}]
+  approvers: [{kind: Group, name: "github:acme/platform-admins"}]
+  namespaces: [prod]
+  resourceRules: [{verbs: [get, create], apiGroups: [""], resources: [pods/exec]}]
+  maxDuration: 1h
+  clusters: [prod-eu-1]
 - name: break-glass
   subjects: [{kind: User, name: "github:bob:1002"}]
   namespaces: [prod]
@@ -328,7 +336,11 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 	if res := env.exec(t); res.ExitCode == 0 || !strings.Contains(res.Stderr, "forbidden") || !strings.Contains(res.Stderr, hint) {
 		t.Fatalf("exec before a request: want Forbidden with %q\n%s", hint, res)
 	}
-	t.Logf("before a request: %s", strings.TrimSpace(env.exec(t).Stderr))
+	before := strings.TrimSpace(env.exec(t).Stderr)
+	t.Logf("before a request: %s", before)
+	if strings.Contains(before, "prod-debug-eu") {
+		t.Fatalf("the hint offers prod-debug-eu, an elevation of another cluster: %s", before)
+	}
 	// Refused at admission: no reason, over the maximum, an elevation bob may not ask for.
 	for _, c := range []struct {
 		args []string
@@ -337,6 +349,7 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 		{[]string{"request", "prod-debug", "--for", "10m"}, `elevation "prod-debug" requires a reason`},
 		{[]string{"request", "prod-debug", "--reason", "INC-123", "--for", "2h"}, "longer than elevation"},
 		{[]string{"request", "prod-admin", "--reason", "INC-123", "--for", "10m"}, `no elevation "prod-admin"`},
+		{[]string{"request", "prod-debug-eu", "--reason", "INC-123", "--for", "10m"}, `elevation "prod-debug-eu" is for clusters prod-eu-1, not this one (a cluster without a name: OCTOGATE_SESSION_AUDIENCE is unset)`},
 	} {
 		if res := env.run(t, "octogate", "bob", c.args...); res.ExitCode == 0 || !strings.Contains(res.Stderr, c.want) {
 			t.Fatalf("want refusal %q\n%s", c.want, res)
