@@ -47,10 +47,11 @@ var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // Admit decides a new request for spec by user at now, who has open requests open already
 // (limit: at most; 0 means DefaultOpenLimit): the status it starts with, or an error wrapping
 // ErrRefused. A request is refused when the elevation is not in policy p, user is not one of
-// its subjects, the duration is not positive, not whole seconds or over maxDuration, the
-// reason is missing where required (or too long, or holds control or invisible characters),
-// the namespace is not one the elevation covers, or user has limit open requests. A
-// break-glass elevation's request starts Active, for spec.duration from now.
+// its subjects, the elevation is not for p's cluster, the duration is not positive, not whole
+// seconds or over maxDuration, the reason is missing where required (or too long, or holds
+// control or invisible characters), the namespace is not one the elevation covers, or user has
+// limit open requests. A break-glass elevation's request starts Active, for spec.duration from
+// now.
 func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int, now time.Time) (Status, error) {
 	if limit <= 0 {
 		limit = DefaultOpenLimit
@@ -61,6 +62,8 @@ func Admit(p *subjectaccessreview.Policy, spec Spec, user User, open, limit int,
 		return Status{}, refuse("spec.elevation is required (elevations: %s)", names(p))
 	case !ok:
 		return Status{}, refuse("no elevation %q in the policy (elevations: %s)", spec.Elevation, names(p))
+	case !p.ElevationHere(spec.Elevation):
+		return Status{}, refuse("elevation %q is for clusters %s, not this one (%s)", spec.Elevation, strings.Join(e.Clusters, ", "), clusterName(p))
 	case !p.MayRequest(spec.Elevation, user.Username, user.Groups):
 		return Status{}, refuse("%s may not request elevation %q: not one of its subjects", user.Username, spec.Elevation)
 	case spec.Duration.Duration <= 0:
@@ -107,6 +110,14 @@ func OpenLimitReached(user string, open int) error {
 // reorder what approvers read, or make an empty reason look like one.
 func printable(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) < 0
+}
+
+// clusterName names p's cluster for a refusal.
+func clusterName(p *subjectaccessreview.Policy) string {
+	if c := p.Cluster(); c != "" {
+		return c
+	}
+	return "a cluster without a name: OCTOGATE_SESSION_AUDIENCE is unset"
 }
 
 func names(p *subjectaccessreview.Policy) string {

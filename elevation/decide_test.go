@@ -419,3 +419,32 @@ func TestCheckUpdateRefusesANewOwner(t *testing.T) {
 		t.Fatalf("removing an owner (the garbage collector orphaning): %v", err)
 	}
 }
+
+// TestAdmitRefusesAnotherClustersElevation: a request for an elevation that names clusters is
+// admitted only on one of them, and refused elsewhere, and on a cluster without a name, with
+// the clusters it is for.
+func TestAdmitRefusesAnotherClustersElevation(t *testing.T) {
+	base, err := subjectaccessreview.Parse([]byte(strings.Replace(testPolicy, "  approvals: 2\n", "  approvals: 2\n  clusters: [prod-eu-1, prod-us-1]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ cluster, want string }{
+		{"prod-eu-1", ""},
+		{"prod-us-1", ""},
+		{"staging", `octogate: elevation "two-keys" is for clusters prod-eu-1, prod-us-1, not this one (staging)`},
+		{"", `octogate: elevation "two-keys" is for clusters prod-eu-1, prod-us-1, not this one (a cluster without a name: OCTOGATE_SESSION_AUDIENCE is unset)`},
+	} {
+		p := base.InCluster(tc.cluster)
+		_, err := Admit(p, spec("two-keys", "", time.Minute, ""), bob, 0, 0, t0)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("cluster %q: refused: %v", tc.cluster, err)
+		case tc.want != "" && (!errors.Is(err, ErrRefused) || Message(err) != tc.want):
+			t.Errorf("cluster %q: err = %v, want %q", tc.cluster, err, tc.want)
+		}
+		// An elevation without clusters is admitted everywhere.
+		if _, err := Admit(p, spec("prod-debug", "INC-1", time.Minute, ""), bob, 0, 0, t0); err != nil {
+			t.Errorf("cluster %q: prod-debug refused: %v", tc.cluster, err)
+		}
+	}
+}

@@ -96,11 +96,11 @@ func (r *RBAC) Reconcile(ctx context.Context, now time.Time) (time.Time, error) 
 	wantRBs := map[string]*rbacv1.RoleBinding{} // key namespace/name
 	for _, ar := range r.Store.List() {
 		end, ok := ar.GrantEnd(p)
-		if !ok || !now.Before(end) {
+		if !ok || !now.Before(end) || !r.Store.Holds(ar, now) {
 			continue
 		}
 		g, ok := grants[subjectaccessreview.ElevationGroup(ar.Spec.Elevation)]
-		if !ok || !p.MayRequest(ar.Spec.Elevation, ar.Status.Requester.Username, ar.Status.Requester.Groups) {
+		if !ok || !p.ElevationHere(ar.Spec.Elevation) || !p.MayRequest(ar.Spec.Elevation, ar.Status.Requester.Username, ar.Status.Requester.Groups) {
 			continue
 		}
 		if end.Before(next) {

@@ -123,3 +123,47 @@ func TestRBACFollowsActiveRequests(t *testing.T) {
 		t.Fatalf("after revocation: %v", got)
 	}
 }
+
+// TestRBACRemovedWhenTheRequesterLeaves: the RBAC kept for an active request is removed at the
+// next reconcile once its requester left the org (Store.EndLeaver), long before its end time.
+func TestRBACRemovedWhenTheRequesterLeaves(t *testing.T) {
+	p := mustPolicy(t)
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}).Build()
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }})
+	r := &RBAC{Client: c, Store: s, Log: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	ar := created(t, p, spec("prod-debug", "INC-1", time.Hour, "prod"), bob)
+	st, err := Act(p, ar, ActionApprove, "", alice, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar.Status = st
+	s.Upsert(ar, false)
+	count := func() int {
+		var rbs rbacv1.RoleBindingList
+		var roles rbacv1.ClusterRoleList
+		_ = c.List(ctx, &rbs)
+		_ = c.List(ctx, &roles)
+		return len(rbs.Items) + len(roles.Items)
+	}
+	if _, err := r.Reconcile(ctx, t0.Add(time.Minute)); err != nil || count() != 2 {
+		t.Fatalf("before the leave: %v, %d objects, want a ClusterRole and a RoleBinding", err, count())
+	}
+	select {
+	case <-s.Changed():
+	default:
+	}
+	s.EndLeaver(bob.UID, "acme", t0.Add(2*time.Minute))
+	select {
+	case <-s.Changed():
+	default:
+		t.Fatal("the leave did not wake the RBAC keeper")
+	}
+	if _, err := r.Reconcile(ctx, t0.Add(2*time.Minute)); err != nil || count() != 0 {
+		t.Fatalf("after the leave: %v, %d objects left", err, count())
+	}
+}

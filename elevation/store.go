@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,9 @@ type Store struct {
 	// created holds, by requester, when Reserve admitted their requests within CreateWindow.
 	created map[string][]time.Time
 	synced  atomic.Bool
+	// cut holds the requests ended because their requester left (EndRequester), with why;
+	// the object in the cluster does not say so, so they stay cut until deleted.
+	cut map[string]string
 	// changed has a value after each change (Changed).
 	changed chan struct{}
 }
@@ -74,7 +78,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	}
 	s := &Store{
 		policy: cfg.Policy, audit: cfg.Audit, notify: cfg.Notify, now: cfg.Now, log: cfg.Logger,
-		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{},
+		byName: map[string]*AccessRequest{}, byUser: map[string]map[string]*AccessRequest{}, ended: map[string]bool{}, cut: map[string]string{},
 		reserved: map[string]reservation{}, created: map[string][]time.Time{},
 		changed: make(chan struct{}, 1),
 	}
@@ -99,7 +103,7 @@ func (s *Store) Active(user string, now time.Time) []subjectaccessreview.ActiveG
 	defer s.mu.RUnlock()
 	var out []subjectaccessreview.ActiveGrant
 	for _, ar := range s.byUser[user] {
-		if end, ok := ar.GrantEnd(p); ok && now.Before(end) {
+		if end, ok := ar.GrantEnd(p); ok && now.Before(end) && s.cut[ar.Name] == "" {
 			out = append(out, subjectaccessreview.ActiveGrant{Request: ar.Name, Elevation: ar.Spec.Elevation, Namespace: ar.Spec.Namespace, RequesterUID: ar.Status.Requester.UID})
 		}
 	}
@@ -126,7 +130,7 @@ func (s *Store) OpenRequests(requester string, now time.Time) int {
 func (s *Store) openLocked(requester string, now time.Time) int {
 	n := 0
 	for _, ar := range s.byUser[requester] {
-		if ar.Open(now) {
+		if ar.Open(now) && s.cut[ar.Name] == "" {
 			n++
 		}
 	}
@@ -203,6 +207,59 @@ func (s *Store) List() []*AccessRequest {
 	return out
 }
 
+// Holds reports whether ar (one of List's) grants its elevation at now: it is active, and
+// its requester has not left since it was requested (EndRequester).
+func (s *Store) Holds(ar *AccessRequest, now time.Time) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return ar.EffectivePhase(now) == PhaseActive && s.cut[ar.Name] == ""
+}
+
+// Reasons of an elevation.ended event written by EndRequester.
+const (
+	// EndMemberRemoved: the requester left the GitHub organization (a confirmed leaver: the
+	// org webhook's member_removed at this octogate, or the issuer's revocation feed).
+	EndMemberRemoved = "member_removed"
+)
+
+// EndRequester ends, at at, every request of the GitHub user uid (numeric id, matched with
+// status.requester.uid, or with a username ending in ":uid" when the uid is empty) that was
+// requested at or before at and is pending or active then: it grants nothing any more (Active,
+// Holds), counts as open no more, and an active one's end is recorded with elevation.ended,
+// reason why. The AccessRequest in the cluster is not changed: the end holds in this process
+// until the object is deleted. Calling it again changes nothing. It returns how many active
+// requests it ended.
+func (s *Store) EndRequester(uid string, at time.Time, why string) int {
+	if uid == "" {
+		return 0
+	}
+	var events []audit.Event
+	s.mu.Lock()
+	for name, ar := range s.byName {
+		r := ar.Status.Requester
+		if r.UID != uid && (r.UID != "" || !strings.HasSuffix(r.Username, ":"+uid)) {
+			continue
+		}
+		if s.cut[name] != "" || ar.Status.RequestedAt != nil && ar.Status.RequestedAt.After(at) || !ar.Open(at) {
+			continue
+		}
+		s.cut[name] = why
+		if ar.EffectivePhase(at) == PhaseActive && !s.ended[name] {
+			events = append(events, event(audit.ElevationEnded, ar, r.Username, why, "", at))
+		}
+		s.ended[name] = true
+	}
+	s.mu.Unlock()
+	s.emit(events)
+	return len(events)
+}
+
+// EndLeaver ends the requests of uid, who left org at at (revocation.Ender): EndRequester
+// with reason EndMemberRemoved.
+func (s *Store) EndLeaver(uid, _ string, at time.Time) int {
+	return s.EndRequester(uid, at, EndMemberRemoved)
+}
+
 // Upsert records ar as stored in the cluster and writes the events of the steps between
 // the version seen before (if any) and ar. initial marks the informer's first list (a
 // restart): its steps were recorded before, so only an end not yet seen is.
@@ -247,6 +304,7 @@ func (s *Store) Delete(ar *AccessRequest) {
 		events = append(events, event(audit.ElevationEnded, stored, stored.Status.Requester.Username, "deleted", "", now))
 	}
 	delete(s.ended, ar.Name)
+	delete(s.cut, ar.Name)
 	s.mu.Unlock()
 	s.emit(events)
 }
@@ -278,7 +336,7 @@ func (s *Store) stepsLocked(old, ar *AccessRequest, now time.Time) []audit.Event
 	if o.Denial == nil && n.Denial != nil {
 		events = append(events, event(audit.ElevationDenied, ar, n.Denial.By, "", n.Denial.Reason, n.Denial.At.Time))
 	}
-	if o.Phase != PhaseActive && n.Phase == PhaseActive && n.StartTime != nil {
+	if o.Phase != PhaseActive && n.Phase == PhaseActive && n.StartTime != nil && s.cut[ar.Name] == "" {
 		reason := "approved"
 		if n.BreakGlass {
 			reason = "break_glass"

@@ -304,3 +304,93 @@ func TestStoreEndsARequestDeletedButKeptByAFinalizer(t *testing.T) {
 		t.Fatalf("events %v", got)
 	}
 }
+
+// TestStoreEndsALeaversRequests: a confirmed org leaver's active request grants nothing from
+// the leave on and its end is recorded once, with reason member_removed; a pending one never
+// starts; another person's and a request filed after the leave are untouched.
+func TestStoreEndsALeaversRequests(t *testing.T) {
+	p := mustPolicy(t)
+	now := t0
+	rec := &recorded{}
+	s, _ := NewStore(StoreConfig{Policy: func() *subjectaccessreview.Policy { return p }, Audit: rec, Now: func() time.Time { return now }})
+	approve := func(ar *AccessRequest, at time.Time) *AccessRequest {
+		t.Helper()
+		st, err := Act(p, ar, ActionApprove, "", alice, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := roundTrip(t, ar)
+		out.Status = st
+		return out
+	}
+	active := created(t, p, spec("prod-debug", "INC-1", time.Hour, "prod"), bob)
+	active.Name = "prod-debug-aaaaa"
+	s.Upsert(active, false)
+	active = approve(active, now)
+	s.Upsert(active, false)
+	pending := created(t, p, spec("prod-debug", "INC-2", time.Hour, "prod"), bob)
+	pending.Name = "prod-debug-bbbbb"
+	s.Upsert(pending, false)
+	erins := created(t, p, spec("prod-debug", "INC-3", time.Hour, "prod"), erin)
+	erins.Name = "prod-debug-ccccc"
+	s.Upsert(erins, false)
+	erinsActive := roundTrip(t, erins)
+	erinsActive.Status, _ = Act(p, erins, ActionApprove, "", alice, now)
+	s.Upsert(erinsActive, false)
+	rec.names()
+
+	left := t0.Add(10 * time.Minute)
+	now = left
+	if n := s.EndLeaver("1002", "acme", left); n != 1 {
+		t.Fatalf("EndLeaver ended %d active requests, want 1", n)
+	}
+	if got := rec.names(); !slices.Equal(got, []string{"elevation.ended by github:bob:1002 member_removed"}) {
+		t.Fatalf("events %v", got)
+	}
+	if g := s.Active(bob.Username, now); len(g) != 0 {
+		t.Fatalf("a leaver's elevation is active: %v", g)
+	}
+	if s.Holds(active, now) {
+		t.Fatal("Holds: a leaver's request still holds (the RBAC keeper would keep its RBAC)")
+	}
+	if n := s.OpenRequests(bob.Username, now); n != 0 {
+		t.Fatalf("a leaver has %d open requests", n)
+	}
+	if g := s.Active(erin.Username, now); len(g) != 1 {
+		t.Fatalf("another person's elevation ended: %v", g)
+	}
+	// Again (the feed, another replica's ConfigMap entry): nothing more.
+	if n := s.EndRequester("1002", left, "revoked"); n != 0 {
+		t.Fatalf("a second end ended %d", n)
+	}
+	// The pending request approved after the leave never starts, nor ends again at its end time.
+	s.Upsert(approve(pending, left.Add(time.Minute)), false)
+	now = t0.Add(3 * time.Hour)
+	s.CheckEnds()
+	if got := rec.names(); !slices.Equal(got, []string{"elevation.approved by github:alice:1001 ", "elevation.ended by github:erin:1005 end_time"}) {
+		t.Fatalf("events after the leave %v", got)
+	}
+	// bob rejoins and asks again: a request filed after the leave is his.
+	now = left.Add(time.Hour)
+	again := created(t, p, spec("prod-debug", "INC-4", time.Hour, "prod"), bob)
+	again.Name = "prod-debug-ddddd"
+	again.Status.RequestedAt.Time = now
+	s.Upsert(again, false)
+	s.Upsert(approve(again, now), false)
+	if g := s.Active(bob.Username, now); len(g) != 1 || g[0].Request != again.Name {
+		t.Fatalf("a request filed after the leave: active %v", g)
+	}
+	// A requester recorded without a uid is matched by the id in the username.
+	noUID := created(t, p, spec("prod-debug", "INC-5", time.Hour, "prod"), erin)
+	noUID.Name = "prod-debug-eeeee"
+	noUID.Status.Requester.UID = ""
+	s.Upsert(noUID, false)
+	s.Upsert(approve(noUID, now), false)
+	rec.names()
+	if n := s.EndLeaver("1005", "acme", now.Add(time.Second)); n != 1 {
+		t.Fatalf("EndLeaver of erin ended %d, want 1 (her request recorded without a uid)", n)
+	}
+	if g := s.Active(erin.Username, now.Add(time.Second)); len(g) != 0 {
+		t.Fatalf("erin's request without a uid is active after her leave: %v", g)
+	}
+}

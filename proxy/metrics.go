@@ -10,7 +10,8 @@ import (
 
 type metrics struct {
 	// requests counts requests by outcome: forwarded (to kube-apiserver), denied (a policy
-	// Deny), answered (a SelfSubjectAccessReview the proxy answered itself).
+	// Deny), answered (a SelfSubjectAccessReview the proxy answered itself), elevation_hint
+	// (refused by the cluster's RBAC, answered with the elevation that would allow it).
 	requests *prometheus.CounterVec
 	// refused counts requests refused before a decision, by result (unauthenticated,
 	// unavailable, impersonation, throttled, bad_request, second_check: a check inside the
@@ -25,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "octogate_proxy_requests_total",
-			Help: "Requests the proxy decided, by outcome: forwarded to kube-apiserver, denied by a policy rule, or answered (SelfSubjectAccessReviews the policy decides).",
+			Help: "Requests the proxy decided, by outcome: forwarded to kube-apiserver, denied by a policy rule, answered (SelfSubjectAccessReviews the policy decides), or elevation_hint (refused by the cluster's RBAC, answered with the elevation that would allow it).",
 		}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "octogate_proxy_refused_total",

@@ -197,6 +197,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			u.Groups = append(u.Groups, g)
 		}
 	}
+	// A request no rule decides that an elevation would allow: when the cluster's RBAC
+	// refuses it, the refusal names the elevation, as in webhook mode.
+	if hint := d.ElevationHint(); hint != "" && p.forward.clusterRefuses(ctx, u, info) {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "request refused by the cluster; an elevation would allow it", slog.String("user", u.Name), slog.String("verb", info.Verb),
+			slog.String("resource", info.Resource), slog.String("namespace", info.Namespace))
+		p.metrics.requests.WithLabelValues("elevation_hint").Inc()
+		writeStatus(w, forbidden(u.Name, info, "octogate: "+hint))
+		return
+	}
 	p.metrics.requests.WithLabelValues("forwarded").Inc()
 	p.forward.serve(w, r, u)
 }

@@ -335,6 +335,8 @@ func TestReceiverAppliesWhatConcernsItsCluster(t *testing.T) {
 	r := newTestReceiver(t, ti, "staging", 0, ev)
 	o := &fakeOrphaner{uids: make(chan string, 4)}
 	r.cfg.Orphaner = o
+	end := &fakeEnder{}
+	r.cfg.Leavers = end
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
@@ -362,6 +364,9 @@ func TestReceiverAppliesWhatConcernsItsCluster(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the leaver was not orphaned")
+	}
+	if got := end.snapshot(); !slices.Equal(got, []string{"acme 4"}) {
+		t.Fatalf("ended the grants of %v, want the leaver's (acme 4) only", got)
 	}
 	if !r.cfg.Teams.RevokedSince([]string{"github:acme", "github:acme/sre"}, at.Add(-time.Minute)) {
 		t.Fatal("a session of acme/sre issued before the revocation is not refused")

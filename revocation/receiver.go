@@ -70,6 +70,8 @@ type ReceiverConfig struct {
 	Teams       *Teams
 	// Orphaner, when set (the ownership controller runs), orphans leavers' namespaces.
 	Orphaner Orphaner
+	// Leavers, when set, is told of every leaver (Local.Leavers).
+	Leavers Ender
 	// MaxStaleness: past it without reading the feed, Stale reports true. 0: never.
 	MaxStaleness time.Duration
 	Metrics      *Metrics
@@ -456,7 +458,7 @@ func (r *Receiver) apply(rv Revocation) {
 		r.metrics.events.WithLabelValues(kind, "skipped").Inc()
 		return
 	}
-	n := applier{evictor: r.cfg.Evictor, prefix: r.cfg.GroupPrefix, audience: r.cfg.Audience, teams: r.cfg.Teams}.apply(rv, rv.At)
+	n := applier{evictor: r.cfg.Evictor, prefix: r.cfg.GroupPrefix, audience: r.cfg.Audience, teams: r.cfg.Teams, leavers: r.cfg.Leavers}.apply(rv, rv.At)
 	r.cfg.Metrics.evicted("issuer-feed", n)
 	r.metrics.events.WithLabelValues(kind, "applied").Inc()
 	if rv.Kind() == KindLeaver && r.cfg.Orphaner != nil {

@@ -45,6 +45,14 @@ type Evictor interface {
 	EvictGroup(group string, at time.Time) int
 }
 
+// Ender ends what a confirmed org leaver holds besides cached identities: octogate's active
+// elevations (elevation.Store).
+type Ender interface {
+	// EndLeaver ends what the GitHub user uid (numeric id), who left org at at, was granted
+	// before at, and returns how many grants it ended.
+	EndLeaver(uid, org string, at time.Time) int
+}
+
 // Revoker ends access now: Local in one process, Shared on every replica.
 type Revoker interface {
 	// Revoke evicts r in this process and returns how many identities it dropped.
@@ -65,6 +73,8 @@ type Local struct {
 	// Log, when set, records every revocation for the feed (Feed).
 	Log     *Log
 	Metrics *Metrics
+	// Leavers, when set, is told of every confirmed org leaver (KindLeaver).
+	Leavers Ender
 }
 
 // Revoke implements Revoker.
@@ -95,7 +105,7 @@ func (l Local) Left(ctx context.Context, org, uid string, at time.Time) error {
 }
 
 func (l Local) applier() applier {
-	return applier{evictor: l.Evictor, prefix: l.GroupPrefix, audience: l.Audience, teams: l.Teams}
+	return applier{evictor: l.Evictor, prefix: l.GroupPrefix, audience: l.Audience, teams: l.Teams, leavers: l.Leavers}
 }
 
 // applier evicts what a revocation ends in one process.
@@ -104,12 +114,14 @@ type applier struct {
 	prefix   string
 	audience string
 	teams    *Teams
+	leavers  Ender
 }
 
 // apply evicts r as of at and returns how many cached identities it dropped: a user's
 // identities (and sessions, through tokenreview.Handler.RevokedSince); a team's cached members
 // and the sessions that carry its group; a user's sessions limited to clusters only when one
-// is this process's audience. A leaver marker evicts nothing (the user's own revocation does).
+// is this process's audience. A leaver marker evicts nothing (the user's own revocation does);
+// it ends what the leaver holds besides identities (Ender), when there is an Ender.
 func (a applier) apply(r Revocation, at time.Time) int {
 	switch r.Kind() {
 	case KindUser:
@@ -121,6 +133,10 @@ func (a applier) apply(r Revocation, at time.Time) int {
 	case KindTeam:
 		a.teams.Revoke(r.Team, at)
 		return a.evictor.EvictGroup(a.prefix+r.Team, at)
+	case KindLeaver:
+		if a.leavers != nil {
+			a.leavers.EndLeaver(r.UserID, r.LeftOrg, at)
+		}
 	}
 	return 0
 }
@@ -168,10 +184,11 @@ type Config struct {
 	Keep        time.Duration
 	Evictor     Evictor
 	GroupPrefix string
-	// Audience, Teams and Log are Local's.
+	// Audience, Teams, Log and Leavers are Local's.
 	Audience string
 	Teams    *Teams
 	Log      *Log
+	Leavers  Ender
 	Metrics  *Metrics
 	Logger   *slog.Logger
 }
@@ -288,7 +305,7 @@ func (s *Shared) Left(ctx context.Context, org, uid string, at time.Time) error 
 }
 
 func (s *Shared) applier() applier {
-	return applier{evictor: s.cfg.Evictor, prefix: s.cfg.GroupPrefix, audience: s.cfg.Audience, teams: s.cfg.Teams}
+	return applier{evictor: s.cfg.Evictor, prefix: s.cfg.GroupPrefix, audience: s.cfg.Audience, teams: s.cfg.Teams, leavers: s.cfg.Leavers}
 }
 
 // Synced is closed once the ConfigMap has been read once.

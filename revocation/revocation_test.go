@@ -27,6 +27,25 @@ func (f *fakeEvictor) EvictUser(uid string, at time.Time) int {
 	return 1
 }
 
+// fakeEnder records the leavers it is told of, as "org uid".
+type fakeEnder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (f *fakeEnder) EndLeaver(uid, org string, _ time.Time) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, org+" "+uid)
+	return 1
+}
+
+func (f *fakeEnder) snapshot() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
+}
+
 func (f *fakeEvictor) EvictGroup(g string, at time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

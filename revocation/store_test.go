@@ -3,6 +3,7 @@ package revocation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -23,9 +24,11 @@ import (
 func TestRevokeSessionsIsSharedServedAndHonouredForItsOwnAudience(t *testing.T) {
 	client := fake.NewClientset()
 	ctx := context.Background()
+	enders := map[string]*fakeEnder{}
 	replica := func(audience string) (*Shared, *fakeEvictor, *Log) {
-		ev, log := &fakeEvictor{}, NewLog(time.Hour)
-		s, err := NewShared(Config{Client: client, Namespace: "ns", Keep: time.Hour, Evictor: ev, Audience: audience, Log: log, Teams: NewTeams("github:", time.Hour)})
+		ev, log, end := &fakeEvictor{}, NewLog(time.Hour), &fakeEnder{}
+		s, err := NewShared(Config{Client: client, Namespace: "ns", Keep: time.Hour, Evictor: ev, Audience: audience, Log: log, Teams: NewTeams("github:", time.Hour), Leavers: end})
+		enders[fmt.Sprintf("%p", s)] = end
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +70,13 @@ func TestRevokeSessionsIsSharedServedAndHonouredForItsOwnAudience(t *testing.T) 
 	}
 	if users, _ := evB.snapshot(); !slices.Equal(users, []string{"1002"}) {
 		t.Fatalf("replica b evicted %v, want 1002 once (prod only)", users)
+	}
+	// The leaver's grants end on both replicas: a at Left, b from the ConfigMap.
+	if got := enders[fmt.Sprintf("%p", a)].snapshot(); !slices.Equal(got, []string{"acme 1003"}) {
+		t.Fatalf("replica a ended %v, want acme 1003", got)
+	}
+	if got := enders[fmt.Sprintf("%p", b)].snapshot(); !slices.Equal(got, []string{"acme 1003"}) {
+		t.Fatalf("replica b ended %v, want acme 1003", got)
 	}
 	sa, _ := logA.Snapshot()
 	sb, _ := logB.Snapshot()
@@ -162,5 +172,24 @@ func TestLogSaysWhichSessionsALogoutRevoked(t *testing.T) {
 	}
 	if (*Log)(nil).SessionsRevokedSince("1002", "staging", at) {
 		t.Error("a nil Log revoked")
+	}
+}
+
+// TestOnlyALeaverEnds: Leavers hears of confirmed org leavers only; a user revocation (which
+// an org webhook also sends when someone is added, and a logout) ends nothing.
+func TestOnlyALeaverEnds(t *testing.T) {
+	end := &fakeEnder{}
+	l := Local{Evictor: &fakeEvictor{}, Leavers: end}
+	ctx, at := context.Background(), time.Now()
+	l.Revoke(ctx, Revocation{UserID: "1002", At: at})
+	l.Revoke(ctx, Revocation{Team: "acme/sre", At: at})
+	if err := l.RevokeSessions(ctx, "1002", nil, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Left(ctx, "acme", "1002", at); err != nil {
+		t.Fatal(err)
+	}
+	if got := end.snapshot(); !slices.Equal(got, []string{"acme 1002"}) {
+		t.Fatalf("ended %v, want the leaver acme 1002 only", got)
 	}
 }

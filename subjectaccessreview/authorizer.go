@@ -42,6 +42,9 @@ type Config struct {
 	Elevations ActiveElevations
 	// Now is the clock that ends elevations (nil: time.Now).
 	Now func() time.Time
+	// Cluster is this cluster's name in the fleet (OCTOGATE_SESSION_AUDIENCE; "": none):
+	// elevations that name clusters apply only where it is one of them (Policy.InCluster).
+	Cluster string
 }
 
 // Reload timing: fsnotify events are acted on after a short quiet period so that an editor's
@@ -66,6 +69,7 @@ type Authorizer struct {
 	prefix       string
 	elevations   ActiveElevations
 	now          func() time.Time
+	cluster      string
 }
 
 // New loads and compiles cfg.PolicyFile. A file that cannot be read or is invalid returns an
@@ -86,6 +90,7 @@ func New(cfg Config) (*Authorizer, error) {
 		prefix:     cfg.UsernamePrefix,
 		elevations: cfg.Elevations,
 		now:        cfg.Now,
+		cluster:    cfg.Cluster,
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octogate_policy_reload_errors_total",
 			Help: "Policy file changes that were refused (unreadable or invalid); the previous policy stays in force.",
@@ -120,7 +125,7 @@ func New(cfg Config) (*Authorizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PolicyFile %s: %w", cfg.PolicyFile, err)
 	}
-	a.policy.Store(p)
+	a.policy.Store(p.InCluster(a.cluster))
 	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules())
 	a.file = &filewatch.File{Path: cfg.PolicyFile, Name: "policy", Poll: defaultPollInterval, Apply: a.apply, Failed: a.reloadErrors.Inc, Log: a.log}
 	a.file.Seen(data)
@@ -219,7 +224,7 @@ func (a *Authorizer) apply(data []byte) error {
 	if err != nil {
 		return err
 	}
-	a.policy.Store(p)
+	a.policy.Store(p.InCluster(a.cluster))
 	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules())
 	return nil
 }

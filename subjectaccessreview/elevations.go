@@ -7,6 +7,8 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/octogate/octogate/fleet"
 )
 
 // Elevation is one entry of the policy's elevations: a time-bound grant that Subjects may
@@ -38,6 +40,12 @@ type Elevation struct {
 	// BreakGlass makes a request active at creation, without approval; it needs
 	// requireReason: true, and every such request is notified and audited as any other.
 	BreakGlass bool `json:"breakGlass,omitempty"`
+	// Clusters, when set, limits the elevation to these clusters of the fleet, by the name
+	// each octogate knows its own cluster by (OCTOGATE_SESSION_AUDIENCE, the audience of its
+	// sessions; fleet.ValidName's characters). On any other cluster, or one without a name,
+	// the elevation is not offered in refusals, requests for it are refused at admission, and
+	// it grants nothing. Omitted: every cluster; an empty list is an error.
+	Clusters []string `json:"clusters,omitempty"`
 }
 
 // MaxElevationDuration is the longest maxDuration an elevation may have.
@@ -52,6 +60,8 @@ type ElevationSpec struct {
 	BreakGlass    bool
 	// Namespaces are the elevation's namespace globs; empty: any namespace and cluster scope.
 	Namespaces []string
+	// Clusters are the clusters the elevation is for; empty: every cluster.
+	Clusters []string
 }
 
 type compiledElevation struct {
@@ -120,6 +130,20 @@ func validateElevations(v *validator, doc *AuthorizationPolicy) {
 		} else if d <= 0 || d > MaxElevationDuration {
 			v.add(p+".maxDuration", fmt.Sprintf("%q must be positive and at most %s", e.MaxDuration, MaxElevationDuration))
 		}
+		if e.Clusters != nil && len(e.Clusters) == 0 {
+			v.add(p+".clusters", "must not be empty (omit clusters for an elevation of every cluster)")
+		}
+		clusters := make(map[string]int, len(e.Clusters))
+		for j, c := range e.Clusters {
+			cp := fmt.Sprintf("%s.clusters[%d]", p, j)
+			if err := fleet.ValidName(c); err != nil {
+				v.add(cp, err.Error()+" (a cluster's name, its OCTOGATE_SESSION_AUDIENCE)")
+			} else if k, dup := clusters[c]; dup {
+				v.add(cp, fmt.Sprintf("%q duplicates %s.clusters[%d]", c, p, k))
+			} else {
+				clusters[c] = j
+			}
+		}
 		if e.BreakGlass && !e.RequireReason {
 			v.add(p+".requireReason", "must be true when breakGlass is true (a break-glass request is granted without approval, so it must say why)")
 		}
@@ -151,7 +175,7 @@ func compileElevations(elevations []Elevation) map[string]*compiledElevation {
 			spec: ElevationSpec{
 				Name: e.Name, MaxDuration: maxDuration, Approvals: approvals,
 				RequireReason: e.RequireReason, BreakGlass: e.BreakGlass,
-				Namespaces: slices.Clone(e.Namespaces),
+				Namespaces: slices.Clone(e.Namespaces), Clusters: slices.Clone(e.Clusters),
 			},
 			subjects:  slices.Clone(e.Subjects),
 			approvers: slices.Clone(e.Approvers),
@@ -215,6 +239,37 @@ func (p *Policy) ElevationNames() []string {
 	return names
 }
 
+// InCluster returns p in force on the cluster named name (OCTOGATE_SESSION_AUDIENCE; "":
+// a cluster without a name), which decides where elevations with clusters apply
+// (ElevationHere). p is not changed.
+func (p *Policy) InCluster(name string) *Policy {
+	if p == nil {
+		return nil
+	}
+	q := *p
+	q.cluster = name
+	return &q
+}
+
+// Cluster is the name of the cluster p is in force on (InCluster); "" when it has none.
+func (p *Policy) Cluster() string {
+	if p == nil {
+		return ""
+	}
+	return p.cluster
+}
+
+// ElevationHere reports whether elevation name applies on p's cluster: it names no
+// clusters, or p's cluster is one of them. False for an unknown elevation.
+func (p *Policy) ElevationHere(name string) bool {
+	e, ok := p.elevation(name)
+	return ok && e.here(p.cluster)
+}
+
+func (e *compiledElevation) here(cluster string) bool {
+	return len(e.spec.Clusters) == 0 || cluster != "" && slices.Contains(e.spec.Clusters, cluster)
+}
+
 // MayRequest reports whether the person user (with groups) is one of elevation name's
 // subjects. System users (system:*, service accounts included) never are.
 func (p *Policy) MayRequest(name, user string, groups []string) bool {
@@ -239,10 +294,11 @@ func (p *Policy) elevation(name string) (*compiledElevation, bool) {
 
 // ElevationAllows reports whether elevation name grants the request a. namespace, when set,
 // narrows the grant to that one namespace (an AccessRequest's spec.namespace): then only
-// requests in it match. False for an unknown elevation.
+// requests in it match. False for an unknown elevation and for one not for p's cluster
+// (ElevationHere).
 func (p *Policy) ElevationAllows(name, namespace string, a *Attributes) bool {
 	e, ok := p.elevation(name)
-	if !ok {
+	if !ok || !e.here(p.cluster) {
 		return false
 	}
 	if namespace != "" && (!a.ResourceRequest || a.Namespace != namespace) {
@@ -269,15 +325,15 @@ func (p *Policy) ElevationNamespaceAllowed(name, namespace string) bool {
 	return false
 }
 
-// ElevationsAllowing returns, sorted, the elevations a's user may request that would allow
-// a: the hint of a refusal.
+// ElevationsAllowing returns, sorted, the elevations of p's cluster (ElevationHere) a's
+// user may request that would allow a: the hint of a refusal.
 func (p *Policy) ElevationsAllowing(a *Attributes) []string {
 	if p == nil || len(p.elevations) == 0 || exempt(a) || isServiceAccount(a.User) {
 		return nil
 	}
 	var names []string
 	for name, e := range p.elevations {
-		if subjectsMatch(e.subjects, a.User, a.Groups) && e.grants.matches(a) {
+		if e.here(p.cluster) && subjectsMatch(e.subjects, a.User, a.Groups) && e.grants.matches(a) {
 			names = append(names, name)
 		}
 	}
@@ -328,7 +384,18 @@ func elevationDecision(p *Policy, active ActiveElevations, a *Attributes, now ti
 	if len(names) > 1 {
 		reason += " (so would " + strings.Join(names[1:], ", ") + ")"
 	}
-	return Decision{Verdict: NoOpinion, Reason: reason}
+	return Decision{Verdict: NoOpinion, Reason: reason, hint: true}
+}
+
+// ElevationHint is d's Reason when the rules left the request without opinion and an
+// elevation the user may request would allow it ("no rule allows this; elevation prod-debug
+// would: octogate request prod-debug --reason ..."), else "". The proxy adds it to the
+// refusal of such a request by the cluster's RBAC.
+func (d Decision) ElevationHint() string {
+	if d.hint {
+		return d.Reason
+	}
+	return ""
 }
 
 // ElevationRulePrefix starts the Rule of a decision an active elevation made

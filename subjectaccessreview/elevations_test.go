@@ -97,6 +97,9 @@ func TestElevationErrorsNameFieldPaths(t *testing.T) {
 		{"bad verb", elevation(strings.Replace(ok, "verbs: [get]", "verbs: [GET]", 1)), []string{`elevations[0].resourceRules[0].verbs[0]: "GET" must be`}},
 		{"namespaces with non-resource rules", elevation(ok + "  namespaces: [prod]\n  nonResourceRules: [{verbs: [get], nonResourceURLs: [/metrics]}]\n"), []string{"elevations[0].namespaces: must be empty when nonResourceRules are set"}},
 		{"bad namespace glob", elevation(ok + "  namespaces: [Prod]\n"), []string{`elevations[0].namespaces[0]: "Prod" must be a namespace name`}},
+		{"empty clusters", elevation(ok + "  clusters: []\n"), []string{"elevations[0].clusters: must not be empty (omit clusters for an elevation of every cluster)"}},
+		{"bad cluster name", elevation(ok + "  clusters: [prod, Staging_EU]\n"), []string{`elevations[0].clusters[1]: "Staging_EU" must be lowercase letters, digits, '-' and '.'`}},
+		{"duplicate cluster", elevation(ok + "  clusters: [prod, staging, prod]\n"), []string{`elevations[0].clusters[2]: "prod" duplicates elevations[0].clusters[0]`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,5 +305,59 @@ func TestDenyRuleWinsOverAnActiveElevation(t *testing.T) {
 		if d := a.Decide(&c.attrs); d.Verdict != c.verdict {
 			t.Errorf("%s: %v %q, want %v", c.name, d.Verdict, d.Reason, c.verdict)
 		}
+	}
+}
+
+// TestElevationsOfOtherClusters: an elevation with clusters applies where the policy's cluster
+// (Config.Cluster, OCTOGATE_SESSION_AUDIENCE) is one of them: elsewhere, and on a cluster
+// without a name, it is not hinted and an active grant of it allows nothing.
+func TestElevationsOfOtherClusters(t *testing.T) {
+	doc := strings.Replace(elevationPolicy, "  namespaces: [prod, \"prod-*\"]\n", "  namespaces: [prod, \"prod-*\"]\n  clusters: [prod-eu-1, prod-us-1]\n", 1)
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	active := fakeActive{end: t0.Add(time.Hour), grants: map[string][]ActiveGrant{
+		"github:bob:1002": {{Request: "prod-debug-x7k2p", Elevation: "prod-debug", Namespace: "prod"}},
+	}}
+	bobExec := res("github:bob:1002", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web")
+	carolExec := res("github:carol:1003", []string{"github:acme"}, "create", "", "pods", "exec", "prod", "web")
+	const hint = "no rule allows this; elevation prod-debug would: octogate request prod-debug --reason ..."
+	for _, tc := range []struct {
+		cluster    string
+		here       bool
+		bob, carol string
+	}{
+		{"prod-eu-1", true, "octogate: elevation prod-debug (request prod-debug-x7k2p)", hint},
+		{"prod-us-1", true, "octogate: elevation prod-debug (request prod-debug-x7k2p)", hint},
+		{"staging", false, ReasonNoMatch, ReasonNoMatch},
+		{"", false, ReasonNoMatch, ReasonNoMatch},
+	} {
+		a, err := New(Config{PolicyFile: path, Elevations: active, Now: func() time.Time { return t0 }, Cluster: tc.cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := a.Policy()
+		if p.Cluster() != tc.cluster || p.ElevationHere("prod-debug") != tc.here || !p.ElevationHere("metrics") {
+			t.Fatalf("cluster %q: Cluster %q, ElevationHere(prod-debug) %v, want %v; metrics names no clusters", tc.cluster, p.Cluster(), p.ElevationHere("prod-debug"), tc.here)
+		}
+		if d := a.Decide(&bobExec); d.Reason != tc.bob || (d.Verdict == Allow) != tc.here {
+			t.Errorf("cluster %q: bob's exec %v %q, want %q", tc.cluster, d.Verdict, d.Reason, tc.bob)
+		}
+		if d := a.Decide(&carolExec); d.Reason != tc.carol || d.Verdict != NoOpinion {
+			t.Errorf("cluster %q: carol's exec %v %q, want %q", tc.cluster, d.Verdict, d.Reason, tc.carol)
+		}
+		if e, _ := p.Elevation("prod-debug"); !slices.Equal(e.Clusters, []string{"prod-eu-1", "prod-us-1"}) {
+			t.Errorf("Clusters = %v", e.Clusters)
+		}
+	}
+	// The parsed policy has no cluster: InCluster gives a copy that has one.
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ElevationHere("prod-debug") || !p.InCluster("prod-eu-1").ElevationHere("prod-debug") || p.Cluster() != "" {
+		t.Fatal("InCluster changed the policy it was called on, or did not place the copy")
 	}
 }

@@ -41,6 +41,9 @@ type Decision struct {
 	owner bool
 	// elevation marks a decision of an active elevation (elevationDecision).
 	elevation bool
+	// hint marks a no-opinion decision whose Reason names an elevation that would allow the
+	// request (elevationDecision).
+	hint bool
 
 	// answers holds the SubjectAccessReview answer bytes for this decision, rendered once
 	// when the policy is compiled: the answer depends only on the decision and apiVersion.
@@ -119,6 +122,8 @@ type Policy struct {
 
 	// elevations are the policy's elevations by name (elevations.go).
 	elevations map[string]*compiledElevation
+	// cluster is the name of the cluster the policy is in force on (InCluster).
+	cluster string
 }
 
 // Rules returns the number of rules.

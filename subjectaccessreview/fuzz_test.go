@@ -60,7 +60,14 @@ func FuzzLoadPolicy(f *testing.F) {
 			}
 			return
 		}
+		here := p.InCluster("prod-eu-1")
+		for _, name := range p.ElevationNames() {
+			if e, _ := p.Elevation(name); len(e.Clusters) == 0 && !here.ElevationHere(name) {
+				t.Fatalf("elevation %q names no clusters but does not apply on prod-eu-1", name)
+			}
+		}
 		for i := range probes {
+			here.ElevationsAllowing(&probes[i])
 			d := p.Authorize(&probes[i])
 			if d.Verdict != NoOpinion && d.Rule == "" {
 				t.Fatalf("decision without a rule: %+v", d)

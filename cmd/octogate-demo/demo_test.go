@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -52,6 +53,7 @@ func startDemo(t *testing.T) (demoReady, string) {
 	t.Setenv("OCTOGATE_GITHUB_API_URL", "")
 
 	ctx, cancel := context.WithCancel(context.Background())
+	started := time.Now()
 	readyc := make(chan demoReady, 1)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, t.TempDir(), 0, false, "", func(r demoReady) { readyc <- r }) }()
@@ -68,6 +70,7 @@ func startDemo(t *testing.T) (demoReady, string) {
 	})
 	select {
 	case r := <-readyc:
+		t.Logf("the demo was ready in %s", time.Since(started).Round(time.Millisecond))
 		return r, cache
 	case err := <-done:
 		t.Fatalf("the demo stopped before it was ready: %v", err)
@@ -190,6 +193,65 @@ func TestDemoDoctorAndFleetTour(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDemoElevationTour starts the demo and runs the elevation tour's lines as printed, in
+// order, in one shell (they share the request's name in $req), as a person would.
+func TestDemoElevationTour(t *testing.T) {
+	r, _ := startDemo(t)
+	lines := commandLines(tour.Elevation())
+	type want struct {
+		ok   bool
+		says []string
+	}
+	hint := "octogate: no rule allows this; elevation payments-debug would: octogate request payments-debug --reason ..."
+	wants := []want{
+		{false, []string{"forbidden", hint}},
+		{true, []string{"payments-debug-"}},
+		{true, []string{"APPROVED-BY", "github:bob:1002", "Pending"}},
+		{false, []string{"github:bob:1002 requested payments-debug-", "may not approve it"}},
+		{true, []string{"approved: Active"}},
+		{true, []string{"db", "Opaque"}},
+		{true, []string{"revoked: Revoked"}},
+		{false, []string{"forbidden"}},
+		{true, []string{"Revoked"}},
+	}
+	if len(lines) != len(wants) {
+		t.Fatalf("the elevation tour has %d commands, the test knows %d:\n%s", len(lines), len(wants), strings.Join(lines, "\n"))
+	}
+	// Each line runs in the same shell; markers around it carry its output and exit status.
+	var script strings.Builder
+	for i, line := range lines {
+		fmt.Fprintf(&script, "echo '@@begin %d'\n{ %s\n} 2>&1\necho \"@@end %d $?\"\n", i, line, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-u", "-c", script.String())
+	cmd.Env = append(os.Environ(), "PATH="+r.path+":"+os.Getenv("PATH"), "KUBECONFIG="+r.kubeconfig)
+	start := time.Now()
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the elevation tour: %v\n%s", err, b)
+	}
+	t.Logf("the elevation tour ran in %s", time.Since(start).Round(time.Millisecond))
+	out := string(b)
+	for i, line := range lines {
+		begin, end := fmt.Sprintf("@@begin %d\n", i), fmt.Sprintf("@@end %d ", i)
+		from, to := strings.Index(out, begin), strings.Index(out, end)
+		if from < 0 || to < from {
+			t.Fatalf("no output of %s:\n%s", line, out)
+		}
+		text := out[from+len(begin) : to]
+		status := strings.TrimSpace(strings.SplitN(out[to+len(end):], "\n", 2)[0])
+		if (status == "0") != wants[i].ok {
+			t.Errorf("%s\n: exit status %s, want success %v:\n%s", line, status, wants[i].ok, text)
+		}
+		for _, w := range wants[i].says {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s\n: does not say %q:\n%s", line, w, text)
+			}
+		}
+	}
 }
 
 // commandLines are the tour's command lines: its indented lines that are not comments.

@@ -159,7 +159,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 		}
 		// Pinned to its id: a renamed acme's name, registered by someone else, lets no one in.
 		cfg.Orgs = []string{cluster.Org + "=" + strconv.Itoa(cluster.OrgID)}
-		cfg.Policy = []byte(cluster.ExamplePolicy)
+		cfg.Policy = []byte(demoPolicy)
+		// The elevation tour's AccessRequests, watched by octogate from its start.
+		cfg.AccessRequestCRD = filepath.Join(root, cluster.AccessRequestCRD)
 		// A GitHub App with expiring tokens for the "login" context; the stand-in approves
 		// its device codes as alice after a few polls, as a person would.
 		gh.SetDeviceFlow(githubapi.DeviceFlow{ClientID: demoClientID, ApproveAs: "alice", PendingPolls: 3, GitHubApp: true})
@@ -222,6 +224,13 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 	if managedErr != nil {
 		return fmt.Errorf("the managed-like cluster: %w", managedErr)
 	}
+	// With the stand-in, the elevation tour's namespace, while the fleet settles.
+	elevationDone := make(chan error, 1)
+	if standin != nil {
+		go func() { elevationDone <- prepareElevation(ctx, c.APIServer.Admin) }()
+	} else {
+		elevationDone <- nil
+	}
 	if managed != nil {
 		if err := writeFleetClusters(clustersFile, fleetServer{c.APIServer.URL, c.APIServer.CAFile},
 			fleetServer{managed.ProxyURL, filepath.Join(managed.CertsDir, "ca.crt")}); err != nil {
@@ -230,6 +239,9 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 		if err := waitFleet(ctx, issuer, octogateCA, managed.ProxyURL); err != nil {
 			return err
 		}
+	}
+	if err := <-elevationDone; err != nil {
+		return fmt.Errorf("the elevation tour's AccessRequests: %w", err)
 	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -301,6 +313,7 @@ func run(ctx context.Context, dir string, port int, keep bool, binary string, re
 		f := demoFleetTour(issuer, octogateCA, fleetKubeconfig, work)
 		fleetTour = &f
 		fmt.Print(tour.Fleet(f))
+		fmt.Print(tour.Elevation())
 	}
 	if standin != nil {
 		fmt.Print(demoRevocationTour(standin, c.Octogate.URL(), filepath.Join(c.CertsDir, "ca.crt"), cfg.GitHubCAFile))

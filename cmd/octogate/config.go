@@ -50,7 +50,7 @@ type serveConfig struct {
 	SessionTTL               time.Duration `env:"OCTOGATE_SESSION_TTL" envDefault:"5m" help:"lifetime of a session, 1m to 1h"`
 	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
 	SessionTrustCAFile       string        `env:"OCTOGATE_SESSION_TRUST_CA_FILE" help:"extra CA bundle for the trusted issuer's discovery document and keys"`
-	SessionAudience          string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER"`
+	SessionAudience          string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER; also this cluster's name for elevations that name clusters"`
 	SessionFeedMaxStaleness  time.Duration `env:"OCTOGATE_SESSION_FEED_MAX_STALENESS" envDefault:"5m" help:"with OCTOGATE_SESSION_TRUST_ISSUER of another process: how long sessions are accepted without reading the issuer's revocation feed before they are refused (session_feed_stale); 0: never refused"`
 	RawGitHubTokens          bool          `env:"OCTOGATE_RAW_GITHUB_TOKENS" envDefault:"true" help:"accept raw GitHub tokens at /authenticate; false: refused with sessions_required (once every kubeconfig uses sessions)"`
 	UsernamePrefix           string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`

@@ -64,7 +64,7 @@ func startIssuerDoors(t *testing.T, change func(*serveConfig)) *issuerDoors {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	teams := revocation.NewTeams("github:", time.Hour)
-	revs, err := newRevocations(cfg, authn, teams, nil, log)
+	revs, err := newRevocations(cfg, authn, teams, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

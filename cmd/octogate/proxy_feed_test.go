@@ -123,7 +123,7 @@ func TestProxyRefusesASessionRevokedThroughTheFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if feed, err = feedReceiver(cfg, nil, authn, teams, nil, reg, log); err != nil || feed == nil {
+	if feed, err = feedReceiver(cfg, nil, authn, teams, nil, nil, reg, log); err != nil || feed == nil {
 		t.Fatalf("feedReceiver: %v %v", feed, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

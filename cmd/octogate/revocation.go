@@ -32,6 +32,8 @@ type revocations struct {
 	revoker  revocation.Revoker
 	sessions revocation.SessionRevoker
 	leavers  revocation.LeaverMarker
+	// ends is told of confirmed org leavers (their elevations end); nil: nothing is.
+	ends     revocation.Ender
 	log      *revocation.Log
 	metrics  *revocation.Metrics
 	removals githubwebhook.Removals
@@ -41,8 +43,9 @@ type revocations struct {
 }
 
 // newRevocations builds the store when this process takes org webhooks or issues sessions,
-// else returns nil. teams records team revocations for the session verifier.
-func newRevocations(cfg serveConfig, authn *tokenreview.Handler, teams *revocation.Teams, reg prometheus.Registerer, log *slog.Logger) (*revocations, error) {
+// else returns nil. teams records team revocations for the session verifier; leavers, when not
+// nil, is told of every confirmed org leaver, on every replica.
+func newRevocations(cfg serveConfig, authn *tokenreview.Handler, teams *revocation.Teams, leavers revocation.Ender, reg prometheus.Registerer, log *slog.Logger) (*revocations, error) {
 	if cfg.GitHubWebhookSecret == "" && cfg.SessionIssuer == "" {
 		return nil, nil
 	}
@@ -61,8 +64,8 @@ func newRevocations(cfg serveConfig, authn *tokenreview.Handler, teams *revocati
 	if sameIssuer(cfg.SessionIssuer, cfg.SessionTrustIssuer) {
 		audience = cfg.SessionAudience
 	}
-	local := revocation.Local{Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Metrics: m}
-	rv := &revocations{revoker: local, sessions: local, leavers: local, log: feed, metrics: m, removals: githubwebhook.NewMemoryRemovals()}
+	local := revocation.Local{Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Metrics: m, Leavers: leavers}
+	rv := &revocations{revoker: local, sessions: local, leavers: local, ends: leavers, log: feed, metrics: m, removals: githubwebhook.NewMemoryRemovals()}
 	client, ns, why := kubeAccess(cfg)
 	if client == nil {
 		log.Warn("revocations (GitHub webhooks, logouts) are kept in this process only, and each replica recognises only the removals it acted on itself: "+why+"; run one replica, or give octogate Kubernetes access",
@@ -71,7 +74,7 @@ func newRevocations(cfg serveConfig, authn *tokenreview.Handler, teams *revocati
 	}
 	shared, err := revocation.NewShared(revocation.Config{
 		Client: client, Namespace: ns, Keep: keep,
-		Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Metrics: m, Logger: log,
+		Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Leavers: leavers, Metrics: m, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -119,8 +122,10 @@ func githubWebhook(cfg serveConfig, rv *revocations, orphaner *ownership.Orphane
 		log.Warn("OCTOGATE_GITHUB_ORG_TOKEN_FILE is unset: a member_removed delivery orphans namespaces without asking GitHub whether the user is still gone; a removal is acted on once, and namespaces an admin gave back are left alone")
 	}
 	var leavers githubwebhook.Leavers
-	if rv.log != nil {
-		// Only an issuer tells the fleet: its feed carries the leaver to every cluster.
+	if rv.log != nil || rv.ends != nil {
+		// An issuer tells the fleet: its feed carries the leaver to every cluster. With
+		// elevations, every replica learns of the leaver (the revocations ConfigMap) and ends
+		// the leaver's elevations.
 		leavers = rv.leavers
 	}
 	return githubwebhook.New(githubwebhook.Config{

@@ -211,6 +211,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Registerer:     registry,
 		OwnerRules:     true,
 		UsernamePrefix: cfg.UsernamePrefix,
+		Cluster:        cfg.SessionAudience,
 	}
 	admissionCfg := admission.Config{AdminGroups: cfg.AdminGroups, Logger: log, UsernamePrefix: cfg.UsernamePrefix}
 	if templates != nil {
@@ -238,7 +239,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	revs, err := newRevocations(cfg, authn, teams, registry, log)
+	// A confirmed org leaver's active elevations end, wherever the leaver is learnt of.
+	var leavers revocation.Ender
+	if elev != nil {
+		leavers = elev.store
+	}
+	revs, err := newRevocations(cfg, authn, teams, leavers, registry, log)
 	if err != nil {
 		return namedError(err)
 	}
@@ -250,7 +256,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		}
 		runRevocations = revs.run
 	}
-	if feed, err = feedReceiver(cfg, keys, authn, teams, orphaner, registry, log); err != nil {
+	if feed, err = feedReceiver(cfg, keys, authn, teams, orphaner, leavers, registry, log); err != nil {
 		return err
 	}
 

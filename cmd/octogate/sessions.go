@@ -80,7 +80,7 @@ func sessionVerifier(cfg serveConfig, keys session.KeySource, actions *actionsoi
 // OCTOGATE_SESSION_ISSUER), else nil. It finds the feed from the issuer's
 // /.well-known/ssf-configuration; orphaner (nil without the controller) orphans leavers.
 func feedReceiver(cfg serveConfig, keys session.KeySource, authn *tokenreview.Handler, teams *revocation.Teams, orphaner *ownership.Orphaner,
-	reg prometheus.Registerer, log *slog.Logger) (*revocation.Receiver, error) {
+	leavers revocation.Ender, reg prometheus.Registerer, log *slog.Logger) (*revocation.Receiver, error) {
 	if cfg.SessionTrustIssuer == "" || keys != nil && sameIssuer(cfg.SessionIssuer, cfg.SessionTrustIssuer) {
 		return nil, nil
 	}
@@ -98,7 +98,7 @@ func feedReceiver(cfg serveConfig, keys session.KeySource, authn *tokenreview.Ha
 	}
 	r, err := revocation.NewReceiver(revocation.ReceiverConfig{
 		Issuer: cfg.SessionTrustIssuer, Audience: cfg.SessionAudience, Client: client,
-		Evictor: authn, GroupPrefix: usernamePrefix(cfg), Teams: teams, Orphaner: o,
+		Evictor: authn, GroupPrefix: usernamePrefix(cfg), Teams: teams, Orphaner: o, Leavers: leavers,
 		MaxStaleness: cfg.SessionFeedMaxStaleness, Metrics: m, Registerer: reg, Logger: log,
 	})
 	if err != nil {

@@ -37,7 +37,7 @@ func TestIssuerRevokerRefusesItsOwnClustersSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := serveConfig{SessionIssuer: "https://issuer.example.com", SessionTrustIssuer: tc.trustIssuer, SessionAudience: "prod"}
-			rv, err := newRevocations(cfg, authn, revocation.NewTeams("github:", time.Hour), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			rv, err := newRevocations(cfg, authn, revocation.NewTeams("github:", time.Hour), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -58,6 +58,11 @@ type Config struct {
 	ProxyPort int
 	// AuditLog turns on kube-apiserver's audit log (APIServerConfig.AuditLog).
 	AuditLog bool
+	// AccessRequestCRD, when set, is the AccessRequest CRD's file (AccessRequestCRD in the
+	// repository): it is installed before octogate starts, so that octogate watches
+	// AccessRequests from its start, and the AccessRequest webhooks are registered with the
+	// Namespace ones.
+	AccessRequestCRD string
 }
 
 // Cluster is etcd, kube-apiserver and kube-controller-manager wired to a running octogate.
@@ -170,6 +175,12 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		}
 	}
 
+	if cfg.AccessRequestCRD != "" {
+		if err := InstallAccessRequestCRD(ctx, c.APIServer.Admin, cfg.AccessRequestCRD); err != nil {
+			return nil, err
+		}
+	}
+
 	policyFile := ""
 	if cfg.Policy != nil {
 		policyFile = filepath.Join(cfg.WorkDir, "policy.yaml")
@@ -196,6 +207,11 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	if err := RegisterAdmissionWebhooks(ctx, c.APIServer.Admin, server, caBundle); err != nil {
 		return nil, err
+	}
+	if cfg.AccessRequestCRD != "" {
+		if err := RegisterAccessRequestWebhooks(ctx, c.APIServer.Admin, server, caBundle); err != nil {
+			return nil, err
+		}
 	}
 	if err := WaitForAggregation(startCtx, c.APIServer.Admin, "admin"); err != nil {
 		return nil, fmt.Errorf("%w\n--- kube-controller-manager log (end) ---\n%s", err, c.ControllerManager.LogTail(3000))

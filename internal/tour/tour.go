@@ -295,3 +295,27 @@ Certificates (docs/install.md):
   curl -s --cacert %[2]s/ca.crt %[3]s/metrics | grep octogate_certificate_expiry
 `, octogate, certsDir, octogateURL)
 }
+
+// Elevation is the elevation part of the tour (docs/elevation.md): one request of the demo
+// policy's elevation payments-debug from ask to end. bob is refused with the hint, asks with a
+// reason, may not approve it himself; alice (acme/platform-admins) approves, bob reads the
+// Secret, alice revokes, bob is refused again. The request's name is kept in the shell
+// variable req, so the lines run in one shell, in order. Each wait covers octogate's informer
+// and kube-apiserver's authorization cache of the demo (1 s).
+func Elevation() string {
+	return `
+Elevation on request (docs/elevation.md), in the first shell: elevation payments-debug of the
+demo's policy lets an acme member read namespace payments' Secrets for up to an hour, with a
+reason, once someone in acme/platform-admins approves. Nobody holds it standing:
+
+  kubectl --context bob -n payments get secret db # Forbidden: octogate: no rule allows this; elevation payments-debug would: octogate request payments-debug --reason ...
+  req=$(octogate request payments-debug --reason "INC-123 payments failing" --for 10m --namespace payments --context bob); echo $req
+  octogate requests --context bob                 # NAME, ELEVATION, REQUESTER github:bob:1002, PHASE Pending
+  octogate approve $req --context bob             # refused: github:bob:1002 requested it and may not approve it
+  octogate approve $req --reason "ok for INC-123" --context alice   # Active for 10 minutes: alice is in acme/platform-admins
+  sleep 2; kubectl --context bob -n payments get secret db          # allowed: octogate: elevation payments-debug
+  octogate revoke $req --reason "INC-123 fixed" --context alice     # Revoked: it ends now, not in 10 minutes
+  sleep 2; kubectl --context bob -n payments get secret db          # Forbidden again
+  octogate requests --context alice               # PHASE Revoked
+`
+}

@@ -32,8 +32,9 @@ import (
 )
 
 // elevationPolicy is the example policy, a rule that lets acme members read pods in prod and
-// file AccessRequests, and two elevations: prod-debug (exec in prod, approved by
-// platform-admins) and break-glass (bob may read prod's secrets at once, with a reason).
+// file AccessRequests, and three elevations: prod-debug (exec in prod, approved by
+// platform-admins), prod-debug-eu (the same, for cluster prod-eu-1 only, which the test's
+// clusters are not) and break-glass (bob may read prod's secrets at once, with a reason).
 const elevationPolicy = cluster.ExamplePolicy + `- name: members-read-prod
   effect: Allow
   subjects: [{kind: Group, name: "github:acme"}]
@@ -51,6 +52,13 @@ elevations:
   resourceRules: [{verbs: [get, create], apiGroups: [""], resources: [pods/exec]}]
   maxDuration: 1h
   requireReason: true
+- name: prod-debug-eu
+  subjects: [{kind: Group, name: "github:acme"}]
+  approvers: [{kind: Group, name: "github:acme/platform-admins"}]
+  namespaces: [prod]
+  resourceRules: [{verbs: [get, create], apiGroups: [""], resources: [pods/exec]}]
+  maxDuration: 1h
+  clusters: [prod-eu-1]
 - name: break-glass
   subjects: [{kind: User, name: "github:bob:1002"}]
   namespaces: [prod]
@@ -80,10 +88,12 @@ type elevationEnv struct {
 	octogate     *cluster.Octogate
 	// kubectl has contexts alice, bob and carol: straight to kube-apiserver in webhook mode,
 	// through octogate's proxy on the managed-like cluster.
-	kubectl  cluster.Kubectl
-	binary   string
-	work     string
-	audit    string
+	kubectl cluster.Kubectl
+	binary  string
+	work    string
+	audit   string
+	// certsDir holds the CA and client certificate of octogate (an org webhook delivery's).
+	certsDir string
 	notified *notifications
 	github   *githubapi.Server
 }
@@ -133,7 +143,8 @@ func startElevationEnv(t *testing.T, e *testEnv) *elevationEnv {
 		Policy: []byte(elevationPolicy), TokenReviewVersion: "v1",
 		// Short identity caches: bob's leaving the org is seen within seconds.
 		TokenCacheTTL: 2 * time.Second, NegativeTTL: time.Second, AuthnCacheTTL: time.Second,
-		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_AUDIT_FILE=" + env.audit, "OCTOGATE_ELEVATION_NOTIFY_URL=" + hook.URL + "/services/T0/B0/notasecret"},
+		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_AUDIT_FILE=" + env.audit, "OCTOGATE_ELEVATION_NOTIFY_URL=" + hook.URL + "/services/T0/B0/notasecret",
+			"OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret},
 	})
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
@@ -150,7 +161,7 @@ func startElevationEnv(t *testing.T, e *testEnv) *elevationEnv {
 			t.Errorf("stop cluster: %v", err)
 		}
 	})
-	env.admin, env.octogate = c.APIServer.Admin, c.Octogate
+	env.admin, env.octogate, env.certsDir = c.APIServer.Admin, c.Octogate, c.CertsDir
 	kubeconfig := filepath.Join(env.work, "users.kubeconfig")
 	if err := c.APIServer.WriteKubeconfig(kubeconfig, "e2e-admin", []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken}, {Name: "bob", Token: cluster.BobToken}, {Name: "carol", Token: cluster.CarolToken},
@@ -303,7 +314,7 @@ func TestElevationFromAskToEnd(t *testing.T) {
 // TestElevationThroughTheProxy walks the same on the managed-like cluster, through octogate's
 // proxy (OCTOGATE_PROXY_RBAC: an elevation's ClusterRole is bound to octogate:elevation:NAME,
 // which the proxy asserts only for a request an active elevation allowed). kube-apiserver's
-// RBAC answers the refusals there, so they carry no hint.
+// RBAC refuses there; the proxy, asking it first, answers such a refusal with the same hint.
 func TestElevationThroughTheProxy(t *testing.T) {
 	e := requireEnv(t)
 	walkElevation(t, startElevationProxyEnv(t, e), false)
@@ -322,10 +333,14 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 	requests := dc.Resource(elevation.GVR)
 
 	// Before any request: exec is Forbidden, and the refusal says which elevation would help.
-	if res := env.exec(t); res.ExitCode == 0 || !strings.Contains(res.Stderr, "forbidden") || webhook && !strings.Contains(res.Stderr, hint) {
+	if res := env.exec(t); res.ExitCode == 0 || !strings.Contains(res.Stderr, "forbidden") || !strings.Contains(res.Stderr, hint) {
 		t.Fatalf("exec before a request: want Forbidden with %q\n%s", hint, res)
 	}
-	t.Logf("before a request: %s", strings.TrimSpace(env.exec(t).Stderr))
+	before := strings.TrimSpace(env.exec(t).Stderr)
+	t.Logf("before a request: %s", before)
+	if strings.Contains(before, "prod-debug-eu") {
+		t.Fatalf("the hint offers prod-debug-eu, an elevation of another cluster: %s", before)
+	}
 	// Refused at admission: no reason, over the maximum, an elevation bob may not ask for.
 	for _, c := range []struct {
 		args []string
@@ -334,6 +349,7 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 		{[]string{"request", "prod-debug", "--for", "10m"}, `elevation "prod-debug" requires a reason`},
 		{[]string{"request", "prod-debug", "--reason", "INC-123", "--for", "2h"}, "longer than elevation"},
 		{[]string{"request", "prod-admin", "--reason", "INC-123", "--for", "10m"}, `no elevation "prod-admin"`},
+		{[]string{"request", "prod-debug-eu", "--reason", "INC-123", "--for", "10m"}, `elevation "prod-debug-eu" is for clusters prod-eu-1, not this one (a cluster without a name: OCTOGATE_SESSION_AUDIENCE is unset)`},
 	} {
 		if res := env.run(t, "octogate", "bob", c.args...); res.ExitCode == 0 || !strings.Contains(res.Stderr, c.want) {
 			t.Fatalf("want refusal %q\n%s", c.want, res)
@@ -432,7 +448,7 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 
 	// Break-glass: no approval, at once; everyone is notified.
 	const secretHint = "octogate: no rule allows this; elevation break-glass would"
-	if res := env.run(t, "kubectl", "bob", "-n", "prod", "get", "secret", "db"); res.ExitCode == 0 || webhook && !strings.Contains(res.Stderr, secretHint) {
+	if res := env.run(t, "kubectl", "bob", "-n", "prod", "get", "secret", "db"); res.ExitCode == 0 || !strings.Contains(res.Stderr, secretHint) {
 		t.Fatalf("secret before break-glass:\n%s", res)
 	}
 	if res := env.run(t, "octogate", "bob", "request", "break-glass", "--for", "5m"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "requires a reason") {
@@ -478,6 +494,12 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 	}
 	took = until(t, 30*time.Second, "refusal after bob left acme", func() bool { return env.exec(t).ExitCode != 0 })
 	t.Logf("MEASURED: bob leaving acme to refusal of his active elevation: %s (octogate token cache 2 s; %s, its token cache at least 10 s in webhook mode)", took.Round(time.Millisecond), caches)
+	// GitHub's member_removed reaches octogate: the elevation ends, recorded.
+	sent := env.removeBob(t)
+	took = until(t, 10*time.Second, "elevation.ended member_removed", func() bool {
+		return strings.Contains(auditLines(t, env.audit), "elevation.ended "+third+" member_removed")
+	})
+	t.Logf("MEASURED: member_removed delivery to elevation.ended member_removed: %s (delivery answered in %s)", took.Round(time.Millisecond), sent.Round(time.Millisecond))
 
 	// The audit trail has every step.
 	want := []string{
@@ -499,6 +521,21 @@ func walkElevation(t *testing.T, env *elevationEnv, webhook bool) {
 			t.Fatalf("a notification carries a token: %q", text)
 		}
 	}
+}
+
+// removeBob sends octogate GitHub's signed organization member_removed for bob and returns how
+// long the delivery took.
+func (env *elevationEnv) removeBob(t *testing.T) time.Duration {
+	t.Helper()
+	org := env.github.OrgAccount(cluster.Org)
+	bob, _ := env.github.Account("bob")
+	start := time.Now()
+	status, body, err := githubapi.Deliver(context.Background(), mtlsClient(t, env.certsDir), env.octogate.URL()+"/github/webhook", []byte(webhookSecret),
+		githubapi.Delivery{Event: "organization", Payload: githubapi.OrganizationPayload("member_removed", org, bob, githubapi.Account{Login: "alice", ID: cluster.AliceID})})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("member_removed delivery: %d %s %v", status, body, err)
+	}
+	return time.Since(start)
 }
 
 // auditLines is the audit file as "event request reason" lines.
@@ -557,7 +594,7 @@ func startElevationProxyEnv(t *testing.T, e *testEnv) *elevationEnv {
 		GitHubAPIURL: env.github.URL(), GitHubCAFile: githubCA, Orgs: []string{cluster.Org},
 		Policy: []byte(elevationPolicy), TokenCacheTTL: 2 * time.Second, NegativeTTL: time.Second,
 		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_PROXY_RBAC=true", "OCTOGATE_AUDIT_FILE=" + env.audit,
-			"OCTOGATE_ELEVATION_NOTIFY_URL=" + hook.URL + "/services/T0/B0/notasecret"},
+			"OCTOGATE_ELEVATION_NOTIFY_URL=" + hook.URL + "/services/T0/B0/notasecret", "OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret},
 	})
 	if err != nil {
 		t.Fatalf("start the managed-like cluster: %v", err)
@@ -574,7 +611,7 @@ func startElevationProxyEnv(t *testing.T, e *testEnv) *elevationEnv {
 			t.Errorf("stop the managed-like cluster: %v", err)
 		}
 	})
-	env.admin, env.octogate = m.APIServer.Admin, m.Octogate
+	env.admin, env.octogate, env.certsDir = m.APIServer.Admin, m.Octogate, m.CertsDir
 	kubeconfig := filepath.Join(env.work, "proxy-users.kubeconfig")
 	if err := m.WriteProxyKubeconfig(kubeconfig, []cluster.KubeconfigUser{
 		{Name: "alice", Token: cluster.AliceToken}, {Name: "bob", Token: cluster.BobToken}, {Name: "carol", Token: cluster.CarolToken},
@@ -616,7 +653,7 @@ func TestElevationRBACWithoutOctogatesAuthorizer(t *testing.T) {
 		BinDir: e.binDir, OctogateBinary: env.binary, WorkDir: filepath.Join(env.work, "managed"),
 		GitHubAPIURL: env.github.URL(), GitHubCAFile: githubCA, Orgs: []string{cluster.Org},
 		Policy:      []byte(elevationPolicy),
-		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_ELEVATION_RBAC=true"},
+		OctogateEnv: []string{"OCTOGATE_NAMESPACE=default", "OCTOGATE_ELEVATION_RBAC=true", "OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret},
 	})
 	if err != nil {
 		t.Fatalf("start the cluster: %v", err)
@@ -631,7 +668,7 @@ func TestElevationRBACWithoutOctogatesAuthorizer(t *testing.T) {
 			t.Errorf("stop the cluster: %v", err)
 		}
 	})
-	env.admin, env.octogate = m.APIServer.Admin, m.Octogate
+	env.admin, env.octogate, env.certsDir = m.APIServer.Admin, m.Octogate, m.CertsDir
 	home := filepath.Join(env.work, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
@@ -727,5 +764,25 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "github:acme
 	list, err := admin.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "octogate.dev/access-request"})
 	if err != nil || len(list.Items) != 0 {
 		t.Fatalf("labelled ClusterRoles left after the end: %v %d", err, len(list.Items))
+	}
+
+	// bob leaves acme while a second request is active: GitHub's member_removed at octogate
+	// removes its RBAC, though his client certificate still authenticates him.
+	res = env.run(t, "octogate", "bob", "request", "prod-debug", "--reason", "INC-124", "--for", "30m", "--namespace", "prod")
+	if res.ExitCode != 0 {
+		t.Fatalf("second request: %s", res)
+	}
+	second := strings.TrimSpace(res.Stdout)
+	if res := env.run(t, "octogate", "alice", "approve", second); res.ExitCode != 0 {
+		t.Fatalf("approve: %s", res)
+	}
+	until(t, 15*time.Second, "exec after the second approval", func() bool { return env.exec(t).ExitCode == 0 })
+	removed := time.Now()
+	env.removeBob(t)
+	until(t, 15*time.Second, "refusal after bob left acme", func() bool { return env.exec(t).ExitCode != 0 })
+	t.Logf("MEASURED: member_removed delivery to refusal (RBAC removed by octogate): %s", time.Since(removed).Round(time.Millisecond))
+	rbs, err := admin.RbacV1().RoleBindings("prod").List(ctx, metav1.ListOptions{LabelSelector: "octogate.dev/access-request=" + second})
+	if err != nil || len(rbs.Items) != 0 {
+		t.Fatalf("RoleBindings of %s left after bob left: %v %d", second, err, len(rbs.Items))
 	}
 }
