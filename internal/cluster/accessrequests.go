@@ -51,7 +51,7 @@ func InstallAccessRequestCRD(ctx context.Context, cfg *rest.Config, file string)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the AccessRequest CRD is not Established (last error %v): %w", err, ctx.Err())
+			return fmt.Errorf("the AccessRequest CRD is not Established (last error %w): %w", err, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
