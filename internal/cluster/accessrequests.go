@@ -51,7 +51,10 @@ func InstallAccessRequestCRD(ctx context.Context, cfg *rest.Config, file string)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the AccessRequest CRD is not Established (last error %w): %w", err, ctx.Err())
+			if err != nil {
+				return fmt.Errorf("the AccessRequest CRD is not Established (last error %w): %w", err, ctx.Err())
+			}
+			return fmt.Errorf("the AccessRequest CRD is not Established: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
