@@ -121,7 +121,7 @@ func New(cfg Config) (*Authorizer, error) {
 		return nil, fmt.Errorf("PolicyFile %s: %w", cfg.PolicyFile, err)
 	}
 	a.policy.Store(p)
-	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules())
+	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules(), "elevations", p.Elevations())
 	a.file = &filewatch.File{Path: cfg.PolicyFile, Name: "policy", Poll: defaultPollInterval, Apply: a.apply, Failed: a.reloadErrors.Inc, Log: a.log}
 	a.file.Seen(data)
 	return a, nil
@@ -220,6 +220,6 @@ func (a *Authorizer) apply(data []byte) error {
 		return err
 	}
 	a.policy.Store(p)
-	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules())
+	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules(), "elevations", p.Elevations())
 	return nil
 }
