@@ -119,6 +119,8 @@ func (l *issuerLogin) revoke(cmd *cobra.Command, p *credential.Plugin, cluster s
 		return err
 	case errors.As(err, &refused):
 		return fmt.Errorf("%w (run logout again shortly)", err)
+	case l.certificateError(err) != nil:
+		return l.certificateError(err)
 	case err != nil:
 		return fmt.Errorf("%w: run logout again once the issuer answers", oneLine(err))
 	}

@@ -221,3 +221,27 @@ func TestLogoutAllForgetsTheGitHubTokenToo(t *testing.T) {
 		t.Errorf("logout --all kept the GitHub token: %v", err)
 	}
 }
+
+// TestIssuerCertificateErrorsAskForTheCA: an issuer whose serving certificate is signed by a
+// CA this machine does not trust is not fixed by waiting: logout, login and clusters say to
+// pass --session-ca-file.
+func TestIssuerCertificateErrorsAskForTheCA(t *testing.T) {
+	issuer, _, revoker := fleetIssuerWithLogout(t, loginGitHub(t))
+	for _, args := range [][]string{
+		{"logout", "--issuer", issuer, "--cluster", "prod"},
+		{"login", "--issuer", issuer, "--kubeconfig", filepath.Join(t.TempDir(), "config")},
+		{"clusters", "--issuer", issuer},
+	} {
+		isolate(t)
+		t.Setenv(envGitHubToken, clustersTokenAlice)
+		stderr := &syncBuffer{}
+		_, code := runOctogate(t, stderr, args...)
+		if code == 0 || !strings.Contains(stderr.String(), "certificate signed by unknown authority: pass --session-ca-file") ||
+			strings.Contains(stderr.String(), "once the issuer answers") {
+			t.Errorf("%s: exit %d %s", args[0], code, stderr)
+		}
+	}
+	if got := revoker.revocations(); len(got) != 0 {
+		t.Errorf("revocations %q", got)
+	}
+}
