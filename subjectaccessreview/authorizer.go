@@ -159,11 +159,11 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := a.Decide(&attrs)
 	out, err := d.answer(apiVersion)
 	if err != nil {
-		a.record(ctx, door.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
+		a.record(ctx, door.Outcome{Decision: "error", User: attrs.User, UserUID: attrs.UID, Reason: err.Error()})
 		door.WriteError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
-	a.record(ctx, door.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
+	a.record(ctx, door.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, UserUID: attrs.UID, Reason: d.Reason})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }
