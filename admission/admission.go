@@ -171,10 +171,11 @@ func newReporter(log *slog.Logger, webhook string) reporter {
 
 func (r reporter) record(ctx context.Context, req ctrladmission.Request, decision, reason string) {
 	o := door.Outcome{
-		Decision: decision,
-		User:     req.UserInfo.Username,
-		UID:      string(req.UID),
-		Reason:   reason,
+		Decision:   decision,
+		User:       req.UserInfo.Username,
+		UserUID:    req.UserInfo.UID,
+		RequestUID: string(req.UID),
+		Reason:     reason,
 	}
 	if held, ok := ctx.Value(heldOutcomeKey{}).(*heldOutcome); ok {
 		held.outcome, held.set = o, true

@@ -241,7 +241,7 @@ func TestReviewsRecordTheHandlersOutcomeOnce(t *testing.T) {
 	h, out := testMutator(t)
 	req := namespaceRequest(admissionv1.Create, `{"metadata":{"name":"a"}}`, "", octocat)
 	review(t, h, v1, req)
-	want := door.Outcome{Decision: decisionPatch, User: octocat.Username, UID: string(req.UID)}
+	want := door.Outcome{Decision: decisionPatch, User: octocat.Username, UserUID: octocat.UID, RequestUID: string(req.UID)}
 	if got := out.last(t); got != want {
 		t.Fatalf("recorded %+v, want %+v", got, want)
 	}

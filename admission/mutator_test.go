@@ -154,7 +154,7 @@ func TestMutatorRecordsCreatorOnNamespaceCreate(t *testing.T) {
 					t.Fatalf("allowed = false: %+v", resp.Result)
 				}
 				assertJSONEqual(t, applyPatch(t, tc.object, resp), tc.want)
-				want := door.Outcome{Decision: "patch", User: tc.user.Username, UID: string(req.UID)}
+				want := door.Outcome{Decision: "patch", User: tc.user.Username, UserUID: tc.user.UID, RequestUID: string(req.UID)}
 				if got := out.last(t); got != want {
 					t.Errorf("recorded %+v, want %+v", got, want)
 				}
@@ -245,7 +245,7 @@ func TestUndecodableNamespaceIsAnErrorThatEchoesTheUID(t *testing.T) {
 				if len(resp.Patch) != 0 {
 					t.Errorf("patch %s on an error", resp.Patch)
 				}
-				if got := out.last(t); got.Decision != "error" || got.UID != "abc-123" {
+				if got := out.last(t); got.Decision != "error" || got.RequestUID != "abc-123" {
 					t.Errorf("recorded %+v, want decision error with uid abc-123", got)
 				}
 			})

@@ -45,3 +45,40 @@ func TestCRDHasNoSubresources(t *testing.T) {
 		t.Fatalf("webhooks.yaml names resources [accessrequests] %d times, want 2 (mutating and validating)", n)
 	}
 }
+
+// TestCRDPrintsFutureTimesAsTimes: kubectl prints a printer column of type date as an age
+// (now minus the time), which is "<invalid>" for a time in the future such as an active
+// request's endTime. Only times in the past may be date columns.
+// https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#additional-printer-columns
+func TestCRDPrintsFutureTimesAsTimes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "charts", "octogate", "crds", "accessrequests.octogate.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Columns []struct {
+					Name     string `json:"name"`
+					Type     string `json:"type"`
+					JSONPath string `json:"jsonPath"`
+				} `json:"additionalPrinterColumns"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	past := map[string]bool{".metadata.creationTimestamp": true, ".status.requestedAt": true, ".status.startTime": true}
+	var ends, age bool
+	for _, c := range crd.Spec.Versions[0].Columns {
+		if c.Type == "date" && !past[c.JSONPath] {
+			t.Errorf("column %s (%s) is a date, printed as an age: <invalid> while it is in the future", c.Name, c.JSONPath)
+		}
+		ends = ends || (c.JSONPath == ".status.endTime" && c.Type == "string")
+		age = age || (c.Name == "Age" && c.Type == "date" && c.JSONPath == ".metadata.creationTimestamp")
+	}
+	if !ends || !age {
+		t.Errorf("want the end time as a string column (%v) and Age as a date (%v)", ends, age)
+	}
+}

@@ -126,7 +126,7 @@ func New(cfg Config) (*Authorizer, error) {
 		return nil, fmt.Errorf("PolicyFile %s: %w", cfg.PolicyFile, err)
 	}
 	a.policy.Store(p.InCluster(a.cluster))
-	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules())
+	a.log.Info("policy loaded", "file", cfg.PolicyFile, "rules", p.Rules(), "elevations", p.Elevations())
 	a.file = &filewatch.File{Path: cfg.PolicyFile, Name: "policy", Poll: defaultPollInterval, Apply: a.apply, Failed: a.reloadErrors.Inc, Log: a.log}
 	a.file.Seen(data)
 	return a, nil
@@ -164,11 +164,11 @@ func (a *Authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := a.Decide(&attrs)
 	out, err := d.answer(apiVersion)
 	if err != nil {
-		a.record(ctx, door.Outcome{Decision: "error", User: attrs.User, Reason: err.Error()})
+		a.record(ctx, door.Outcome{Decision: "error", User: attrs.User, UserUID: attrs.UID, Reason: err.Error()})
 		door.WriteError(w, http.StatusInternalServerError, "internal error")
 		return
 	}
-	a.record(ctx, door.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, Reason: d.Reason})
+	a.record(ctx, door.Outcome{Decision: outcomeDecision(d.Verdict), User: attrs.User, UserUID: attrs.UID, Reason: d.Reason})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }
@@ -225,6 +225,6 @@ func (a *Authorizer) apply(data []byte) error {
 		return err
 	}
 	a.policy.Store(p.InCluster(a.cluster))
-	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules())
+	a.log.Info("policy reloaded", "file", a.path, "rules", p.Rules(), "elevations", p.Elevations())
 	return nil
 }

@@ -1,6 +1,7 @@
 package subjectaccessreview
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -359,5 +360,36 @@ func TestElevationsOfOtherClusters(t *testing.T) {
 	}
 	if p.ElevationHere("prod-debug") || !p.InCluster("prod-eu-1").ElevationHere("prod-debug") || p.Cluster() != "" {
 		t.Fatal("InCluster changed the policy it was called on, or did not place the copy")
+	}
+}
+
+// TestSummaryAndLogCountElevations: "policy check" and the load and reload log lines count
+// the elevations too, not only the rules.
+func TestSummaryAndLogCountElevations(t *testing.T) {
+	p := mustParse(t, elevationPolicy)
+	var b strings.Builder
+	if err := p.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "policy is valid: 1 rules, evaluated in order, the first match decides; 3 elevations\n") ||
+		!strings.Contains(out, "elevations: break-glass, metrics, prod-debug\n") {
+		t.Errorf("summary:\n%s", out)
+	}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(elevationPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	a, err := New(Config{PolicyFile: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.apply([]byte(elevationPolicy)); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"policy loaded", "policy reloaded"} {
+		if !strings.Contains(logs.String(), `msg="`+msg+`"`) || strings.Count(logs.String(), "rules=1 elevations=3") != 2 {
+			t.Errorf("%s: want rules=1 elevations=3 in:\n%s", msg, logs.String())
+		}
 	}
 }

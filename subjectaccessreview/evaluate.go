@@ -129,6 +129,9 @@ type Policy struct {
 // Rules returns the number of rules.
 func (p *Policy) Rules() int { return len(p.rules) }
 
+// Elevations returns the number of elevations.
+func (p *Policy) Elevations() int { return len(p.elevations) }
+
 // subjectIndex maps subject names to the set of rules (a bitset, bit i = rules[i]) that name
 // them, so a request's user and groups are looked up once rather than once per rule.
 type subjectIndex struct {

@@ -161,3 +161,17 @@ func TestNoPolicyFileHasNoOpinion(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestOutcomeNamesTheUsersUID: the request log's uid is the reviewed user's (the GitHub
+// account id), as kube-apiserver sends it in spec.uid.
+func TestOutcomeNamesTheUsersUID(t *testing.T) {
+	a := tableAuthorizer(t)
+	var got door.Outcome
+	a.record = func(_ context.Context, o door.Outcome) { got = o }
+	body := `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"github:octocat:583231","uid":"583231","nonResourceAttributes":{"path":"/healthz","verb":"get"}}}`
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/authorize", strings.NewReader(body)))
+	if rec.Code != http.StatusOK || got.User != "github:octocat:583231" || got.UserUID != "583231" || got.RequestUID != "" {
+		t.Fatalf("status %d, recorded %+v", rec.Code, got)
+	}
+}

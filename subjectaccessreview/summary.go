@@ -8,10 +8,16 @@ import (
 )
 
 // WriteSummary writes a human-readable table of the policy's rules, in evaluation order:
-// number, name, effect, subjects, namespaces and how many resource and non-resource rules.
+// number, name, effect, subjects, namespaces and how many resource and non-resource rules,
+// after a line counting the rules and the elevations, and one naming the elevations.
 func (p *Policy) WriteSummary(w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "policy is valid: %d rules, evaluated in order, the first match decides\n", len(p.doc.Rules)); err != nil {
+	if _, err := fmt.Fprintf(w, "policy is valid: %d rules, evaluated in order, the first match decides; %d elevations\n", len(p.doc.Rules), len(p.elevations)); err != nil {
 		return err
+	}
+	if names := p.ElevationNames(); len(names) > 0 {
+		if _, err := fmt.Fprintf(w, "elevations: %s\n", strings.Join(names, ", ")); err != nil {
+			return err
+		}
 	}
 	if len(p.doc.Rules) == 0 {
 		return nil

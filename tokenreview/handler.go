@@ -149,7 +149,7 @@ func decide(apiVersion string, id Identity, err error) (answer, int, door.Outcom
 		a.Status = answerStatus{Authenticated: true, User: &answerUser{
 			Username: id.Username, UID: id.UID, Groups: id.Groups, Extra: id.Extra,
 		}}
-		return a, http.StatusOK, door.Outcome{Decision: "authenticated", User: id.Username}
+		return a, http.StatusOK, door.Outcome{Decision: "authenticated", User: id.Username, UserUID: id.UID}
 	case errors.Is(err, ErrRefused):
 		a.Status = answerStatus{Error: err.Error()}
 		return a, http.StatusOK, door.Outcome{Decision: "unauthenticated", Reason: err.Error()}

@@ -268,3 +268,12 @@ func TestTransientFailureAsksTheAPIServerToRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestOutcomeNamesTheUsersUID: the request log's uid is the authenticated user's GitHub
+// account id.
+func TestOutcomeNamesTheUsersUID(t *testing.T) {
+	_, _, o := decide("authentication.k8s.io/v1", Identity{Username: "github:octocat:583231", UID: "583231"}, nil)
+	if o.Decision != "authenticated" || o.User != "github:octocat:583231" || o.UserUID != "583231" || o.RequestUID != "" {
+		t.Fatalf("recorded %+v", o)
+	}
+}

@@ -260,7 +260,16 @@ func (rt *route) finish(r *http.Request, rw *statusWriter, o *door.Outcome, star
 		slog.Duration("duration", elapsed),
 		slog.String("decision", decision),
 		slog.String("user", o.User),
-		slog.String("uid", o.UID),
+	)
+	// uid is the user's, as in kube-apiserver's UserInfo; requestUID the AdmissionReview's.
+	// Each is left out when the review has none.
+	if o.UserUID != "" {
+		rec.AddAttrs(slog.String("uid", o.UserUID))
+	}
+	if o.RequestUID != "" {
+		rec.AddAttrs(slog.String("requestUID", o.RequestUID))
+	}
+	rec.AddAttrs(
 		slog.String("reason", o.Reason),
 		slog.String("remote", r.RemoteAddr),
 	)

@@ -190,7 +190,7 @@ func TestRequestLogAndMetrics(t *testing.T) {
 	ts := startServer(t, webhooks.Config{Registerer: reg}, func(s *webhooks.Server) {
 		s.Handle("/authenticate", "authenticate", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.ReadAll(r.Body)
-			door.Record(r.Context(), door.Outcome{Decision: "authenticated", User: "github:octocat", UID: "uid-1", Reason: "member of acme"})
+			door.Record(r.Context(), door.Outcome{Decision: "authenticated", User: "github:octocat", UserUID: "583231", Reason: "member of acme"})
 			_, _ = io.WriteString(w, "{}")
 		}))
 		s.Handle("/authorize", "authorize", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -239,10 +239,18 @@ func TestRequestLogAndMetrics(t *testing.T) {
 		got := lines[0]
 		for k, v := range map[string]any{
 			"method": "POST", "path": "/authenticate", "webhook": "authenticate", "status": float64(200),
-			"decision": "authenticated", "user": "github:octocat", "uid": "uid-1", "reason": "member of acme",
+			"decision": "authenticated", "user": "github:octocat", "uid": "583231", "reason": "member of acme",
 		} {
 			if got[k] != v {
 				t.Errorf("%s = %v, want %v", k, got[k], v)
+			}
+		}
+		// uid is the user's (as in kube-apiserver's UserInfo), requestUID an AdmissionReview's:
+		// each is left out when the review has none.
+		for _, l := range lines {
+			_, uid := l["uid"]
+			if _, requestUID := l["requestUID"]; requestUID || uid != (l["decision"] == "authenticated") {
+				t.Errorf("log line %v: want uid only for the authenticated user, no requestUID", l)
 			}
 		}
 		for _, k := range []string{"duration", "remote"} {

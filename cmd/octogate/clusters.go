@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -73,6 +75,9 @@ func (l *issuerLogin) clusters(cmd *cobra.Command) (string, []credential.IssuerC
 		return "", nil, oneLine(err)
 	}
 	user, clusters, err := credential.IssuerClusters(cmd.Context(), l.issuer, l.sessionCAFile, tok.Value)
+	if certErr := l.certificateError(err); certErr != nil {
+		return "", nil, certErr
+	}
 	if err != nil {
 		return "", nil, oneLine(err)
 	}
@@ -149,4 +154,28 @@ func labelsText(labels map[string]string) string {
 		parts = append(parts, k+"="+labels[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+// certificateError is err, with what to do, when err is the issuer's serving certificate
+// failing verification (crypto/tls's *CertificateVerificationError, or crypto/x509's
+// UnknownAuthorityError, HostnameError, CertificateInvalidError); else nil. Waiting does not
+// fix those: a private CA is passed with --session-ca-file.
+func (l *issuerLogin) certificateError(err error) error {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &unknown) && l.sessionCAFile == "":
+		return fmt.Errorf("%w: pass --session-ca-file with the PEM CA of the issuer's serving certificate (the issuer's CA)", oneLine(err))
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w: --session-ca-file %s is not the CA of the issuer's serving certificate", oneLine(err), l.sessionCAFile)
+	case errors.As(err, &verify), errors.As(err, &hostname), errors.As(err, &invalid):
+		return fmt.Errorf("%w: the issuer's serving certificate does not verify: check --issuer and --session-ca-file (the issuer's CA)", oneLine(err))
+	}
+	return nil
 }

@@ -33,10 +33,12 @@ with --all, the cached GitHub token too (the one of --client-id and --github-url
 "octogate credential --forget" deletes it). The next kubectl command exchanges again (and
 with --all logs in again).
 
-When the issuer cannot be reached, refuses, or there is nothing to authenticate with, the
-local files are still deleted, the exit status is 1, and the sessions already handed out stay
-valid at their clusters until their exp (OCTOGATE_SESSION_TTL, 5 minutes by default): run
-logout again once the issuer answers.`,
+When the issuer cannot be reached, refuses the token, or there is nothing to authenticate
+with, the local files are still deleted, the exit status is 1, and the error says why and that
+the sessions already handed out stay valid at their clusters until their exp
+(OCTOGATE_SESSION_TTL, 5 minutes by default): run logout again once the issuer answers. When
+the issuer refuses the request itself (invalid_request: --cluster is not one of its clusters),
+nothing is revoked and no local file is changed.`,
 		Example: `  octogate logout --issuer https://octogate.example.com --cluster staging
   octogate logout --issuer https://octogate.example.com --all --client-id Iv1.0123456789abcdef`,
 		Args: cobra.NoArgs,
@@ -51,6 +53,12 @@ logout again once the issuer answers.`,
 			}
 			w := cmd.ErrOrStderr()
 			revokeErr := l.revoke(cmd, p, cluster)
+			var refused *credential.LogoutError
+			if errors.As(revokeErr, &refused) && refused.Code == "invalid_request" {
+				// A request the issuer cannot take (a cluster it does not have): a typo
+				// changes nothing, here or there.
+				return fmt.Errorf("%w: nothing was revoked and no local file was changed", revokeErr)
+			}
 			removed, err := p.ForgetSessions(cmd.Context(), l.issuer, cluster)
 			if err != nil {
 				return oneLine(err)
@@ -72,8 +80,8 @@ logout again once the issuer answers.`,
 				}
 			}
 			if revokeErr != nil {
-				_, _ = fmt.Fprintf(w, "octogate: %s did not log you out: sessions already handed out stay valid at their clusters until their exp (OCTOGATE_SESSION_TTL, 5 minutes by default)\n", l.issuer)
-				return revokeErr
+				// The cause first, then what it means.
+				return fmt.Errorf("%w; so %s did not log you out: sessions already handed out stay valid at their clusters until their exp (OCTOGATE_SESSION_TTL, 5 minutes by default)", revokeErr, l.issuer)
 			}
 			return nil
 		},
@@ -119,6 +127,8 @@ func (l *issuerLogin) revoke(cmd *cobra.Command, p *credential.Plugin, cluster s
 		return err
 	case errors.As(err, &refused):
 		return fmt.Errorf("%w (run logout again shortly)", err)
+	case l.certificateError(err) != nil:
+		return l.certificateError(err)
 	case err != nil:
 		return fmt.Errorf("%w: run logout again once the issuer answers", oneLine(err))
 	}

@@ -185,6 +185,9 @@ func TestLogoutWhenTheIssuerIsUnreachable(t *testing.T) {
 		!strings.Contains(stderr.String(), "removed the cached sessions of "+issuer+" for prod") || !strings.Contains(stderr.String(), "stay valid at their clusters until their exp") {
 		t.Errorf("exit %d %s", code, stderr)
 	}
+	if out := stderr.String(); strings.Index(out, "logout at ") > strings.Index(out, "did not log you out") {
+		t.Errorf("the consequence before its cause: %s", out)
+	}
 	if n := sessionFiles(t, cache); n != 0 {
 		t.Errorf("%d sessions still cached", n)
 	}
@@ -219,5 +222,54 @@ func TestLogoutAllForgetsTheGitHubTokenToo(t *testing.T) {
 	}
 	if _, err := os.Stat(p.CachePath()); !os.IsNotExist(err) {
 		t.Errorf("logout --all kept the GitHub token: %v", err)
+	}
+}
+
+// TestIssuerCertificateErrorsAskForTheCA: an issuer whose serving certificate is signed by a
+// CA this machine does not trust is not fixed by waiting: logout, login and clusters say to
+// pass --session-ca-file.
+func TestIssuerCertificateErrorsAskForTheCA(t *testing.T) {
+	issuer, _, revoker := fleetIssuerWithLogout(t, loginGitHub(t))
+	for _, args := range [][]string{
+		{"logout", "--issuer", issuer, "--cluster", "prod"},
+		{"login", "--issuer", issuer, "--kubeconfig", filepath.Join(t.TempDir(), "config")},
+		{"clusters", "--issuer", issuer},
+	} {
+		isolate(t)
+		t.Setenv(envGitHubToken, clustersTokenAlice)
+		stderr := &syncBuffer{}
+		_, code := runOctogate(t, stderr, args...)
+		if code == 0 || !strings.Contains(stderr.String(), "certificate signed by unknown authority: pass --session-ca-file") ||
+			strings.Contains(stderr.String(), "once the issuer answers") {
+			t.Errorf("%s: exit %d %s", args[0], code, stderr)
+		}
+	}
+	if got := revoker.revocations(); len(got) != 0 {
+		t.Errorf("revocations %q", got)
+	}
+}
+
+// TestLogoutOfAClusterTheIssuerDoesNotHave: a mistyped --cluster is refused by the issuer
+// (invalid_request); the error names the cause first and nothing changes locally.
+func TestLogoutOfAClusterTheIssuerDoesNotHave(t *testing.T) {
+	issuer, ca, revoker := fleetIssuerWithLogout(t, loginGitHub(t))
+	cache := isolate(t)
+	cacheSessions(t, issuer, ca, "prod", "staging")
+	t.Setenv(envGitHubToken, clustersTokenAlice)
+	stderr := &syncBuffer{}
+	_, code := runOctogate(t, stderr, "logout", "--issuer", issuer, "--cluster", "nosuch", "--session-ca-file", ca)
+	out := stderr.String()
+	if code != 1 || !strings.Contains(out, `Error: logout at `+issuer+`/oauth2/revoke: HTTP 400 invalid_request: audience "nosuch" is not a cluster of this issuer (its clusters: prod, staging)`) ||
+		!strings.Contains(out, "nothing was revoked and no local file was changed") {
+		t.Errorf("exit %d %s", code, out)
+	}
+	if strings.Contains(out, "did not log you out") || strings.Contains(out, "removed") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("more than the cause on stderr: %s", out)
+	}
+	if n := sessionFiles(t, cache); n != 2 {
+		t.Errorf("%d sessions cached after a refused logout, want 2", n)
+	}
+	if got := revoker.revocations(); len(got) != 0 {
+		t.Errorf("revocations %q", got)
 	}
 }

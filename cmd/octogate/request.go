@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -29,21 +32,54 @@ func (f *kubeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context to use")
 }
 
-// accessRequests is the AccessRequest client of the kubeconfig's context.
-func (f *kubeFlags) accessRequests() (dynamic.ResourceInterface, error) {
+// accessRequests is the AccessRequest client of the kubeconfig's context, and a discovery
+// client of the same cluster for crdMissing.
+func (f *kubeFlags) accessRequests() (dynamic.ResourceInterface, discovery.DiscoveryInterface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return dc.Resource(elevation.GVR), nil
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dc.Resource(elevation.GVR), disc, nil
+}
+
+// errCRDMissing: the cluster serves no AccessRequest resource.
+var errCRDMissing = errors.New("the AccessRequest CRD (accessrequests.octogate.dev) is not installed on this cluster: " +
+	"install the chart's CRDs (kubectl apply -f charts/octogate/crds/, docs/elevation.md)")
+
+// crdMissing is errCRDMissing when err is an answer of kube-apiserver (a Status: for a
+// resource it does not serve, 404 "the server could not find the requested resource", or
+// an authorizer's 403, which comes first) and the cluster's discovery lists no
+// octogate.dev/v1alpha1 accessrequests; else err. A discovery that fails keeps err.
+func crdMissing(disc discovery.DiscoveryInterface, err error) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err
+	}
+	list, derr := disc.ServerResourcesForGroupVersion(elevation.GVR.GroupVersion().String())
+	switch {
+	case apierrors.IsNotFound(derr):
+		return errCRDMissing
+	case derr != nil:
+		return err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == elevation.Resource {
+			return err
+		}
+	}
+	return errCRDMissing
 }
 
 func newRequestCmd() *cobra.Command {
@@ -61,13 +97,13 @@ you already have too many open requests. An approver then runs "octogate approve
 a break-glass elevation is active at once. See docs/elevation.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := kf.accessRequests()
+			client, disc, err := kf.accessRequests()
 			if err != nil {
 				return err
 			}
 			name, err := createRequest(cmd.Context(), client, args[0], reason, forDuration, namespace)
 			if err != nil {
-				return err
+				return crdMissing(disc, err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), name)
 			return err
@@ -111,13 +147,13 @@ take it (the requester never approves or denies their own request; only the elev
 approvers approve or deny; the requester or an approver revokes). See docs/elevation.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := kf.accessRequests()
+			client, disc, err := kf.accessRequests()
 			if err != nil {
 				return err
 			}
 			phase, err := takeStep(cmd.Context(), client, args[0], action, reason)
 			if err != nil {
-				return err
+				return crdMissing(disc, err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "accessrequest %s %s: %s\n", args[0], pastTense(action), phase)
 			return err
@@ -176,13 +212,13 @@ Revoked, Expired: never approved in time, Ended: past its end time), APPROVED-BY
 left) and AGE. What you may list is what the cluster's authorization allows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := kf.accessRequests()
+			client, disc, err := kf.accessRequests()
 			if err != nil {
 				return err
 			}
 			list, err := client.List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
-				return err
+				return crdMissing(disc, err)
 			}
 			var items []*elevation.AccessRequest
 			for i := range list.Items {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/octogate/octogate/elevation"
 )
@@ -112,5 +118,67 @@ func TestElevationSettings(t *testing.T) {
 				t.Errorf("warnings %q, want the elevation RBAC warning: %v", w, c.wantWarn)
 			}
 		})
+	}
+}
+
+// crdAPIServer answers as kube-apiserver does without the AccessRequest CRD (installed
+// false: discovery and the resource 404 with its Status, a create refused first by an
+// authorizer), or with it (a request that does not exist is 404 for its name).
+func crdAPIServer(t *testing.T, installed bool) string {
+	t.Helper()
+	status := func(w http.ResponseWriter, code int, reason, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"details":{},"code":%d}`, msg, reason, code)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/apis/octogate.dev/v1alpha1" && installed:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"octogate.dev/v1alpha1","resources":[{"name":"accessrequests","singularName":"accessrequest","namespaced":false,"kind":"AccessRequest","verbs":["create","get","list","patch"]}]}`))
+		case installed && r.Method == http.MethodPatch:
+			status(w, http.StatusNotFound, "NotFound", `accessrequests.octogate.dev "nosuch" not found`)
+		case r.Method == http.MethodPost:
+			status(w, http.StatusForbidden, "Forbidden", `accessrequests.octogate.dev is forbidden: User "github:bob:1002" cannot create resource "accessrequests" in API group "octogate.dev" at the cluster scope: octogate: no rule matched`)
+		default:
+			status(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: srv.URL}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "static"}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "config")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRequestCommandsSayTheCRDIsNotInstalled: without the CRD, kube-apiserver answers
+// "the server could not find the requested resource" (or an authorizer's refusal comes
+// first): every command says the CRD is missing instead. With it, a missing request is
+// still named.
+func TestRequestCommandsSayTheCRDIsNotInstalled(t *testing.T) {
+	kubeconfig := crdAPIServer(t, false)
+	for _, args := range [][]string{
+		{"requests"},
+		{"request", "prod-debug", "--reason", "INC-1"},
+		{"approve", "prod-debug-x7k2p"},
+		{"deny", "prod-debug-x7k2p"},
+		{"revoke", "prod-debug-x7k2p"},
+	} {
+		stderr := &syncBuffer{}
+		_, code := runOctogate(t, stderr, append(args, "--kubeconfig", kubeconfig)...)
+		if code != 1 || !strings.Contains(stderr.String(), "the AccessRequest CRD (accessrequests.octogate.dev) is not installed on this cluster: install the chart's CRDs") {
+			t.Errorf("%s: exit %d %s", args[0], code, stderr)
+		}
+	}
+	stderr := &syncBuffer{}
+	if _, code := runOctogate(t, stderr, "approve", "nosuch", "--kubeconfig", crdAPIServer(t, true)); code != 1 ||
+		!strings.Contains(stderr.String(), `"nosuch" not found`) || strings.Contains(stderr.String(), "CRD") {
+		t.Errorf("approve nosuch with the CRD installed: exit %d %s", code, stderr)
 	}
 }

@@ -15,8 +15,12 @@ type Outcome struct {
 	Decision string
 	// User is the Kubernetes username the review is about (never a token).
 	User string
-	// UID is the review's uid when the API carries one (AdmissionReview), else empty.
-	UID string
+	// UserUID is the Kubernetes user's uid when the review names it (octogate's users: the
+	// GitHub account id, "583231"), else empty.
+	UserUID string
+	// RequestUID is the review's own uid when the API carries one (AdmissionReview's
+	// request.uid), else empty.
+	RequestUID string
 	// Reason is a short human-readable cause, e.g. the deciding policy rule.
 	Reason string
 }
