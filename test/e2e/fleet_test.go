@@ -72,6 +72,11 @@ func newFleet(t *testing.T, e *testEnv) *fleetEnv {
 		t.Fatal(err)
 	}
 	f.issuerCA = filepath.Join(certs, "ca.crt")
+	// Keys in a file: a restarted issuer signs with the same keys.
+	f.keyFile = filepath.Join(f.work, "session-keys.pem")
+	if out, err := exec.Command(e.cluster.Config.OctogateBinary, "session", "keys", "rotate", "--file", f.keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("octogate session keys rotate: %v\n%s", err, out)
+	}
 	f.clustersFile = filepath.Join(f.work, "clusters.yaml")
 	f.auditFile = filepath.Join(f.work, "audit.jsonl")
 	return f
@@ -87,7 +92,7 @@ func (f *fleetEnv) writeClusters(t *testing.T, clusters string) {
 	}
 }
 
-// prodConfig is prod: the issuer (clusters file, audit file, sessionTTL), the verifier of its
+// prodConfig is prod: the issuer (clusters file, audit file, key file, sessionTTL), the verifier of its
 // own sessions for audience prod, and the receiver of the org webhook.
 func (f *fleetEnv) prodConfig() cluster.Config {
 	return cluster.Config{
@@ -102,6 +107,7 @@ func (f *fleetEnv) prodConfig() cluster.Config {
 			"OCTOGATE_SESSION_TRUST_ISSUER=" + f.issuer,
 			"OCTOGATE_SESSION_AUDIENCE=prod",
 			"OCTOGATE_SESSION_TTL=" + sessionTTL.String(),
+			"OCTOGATE_SESSION_KEY_FILE=" + f.keyFile,
 			"OCTOGATE_AUDIT_FILE=" + f.auditFile,
 			"OCTOGATE_GITHUB_WEBHOOK_SECRET=" + webhookSecret,
 			"OCTOGATE_NAMESPACE=default",
