@@ -92,7 +92,7 @@ $(GOLANGCI_LINT):
 ## $(BENCH_NAMESPACES) namespaces on a real kube-apiserver
 bench: tools
 	$(GO) run ./bench $(BENCHFLAGS)
-	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/
+	$(GO) test -run '^$$' -bench . -benchmem ./subjectaccessreview/ ./tokenreview/ ./admission/ ./actionsoidc/ ./session/ ./proxy/ ./revocation/
 	OCTOGATE_K8S_BIN=$(K8S_BIN) $(GO) test -run '^$$' -bench ProxyRealAPIServer -benchtime 50x -count 5 ./test/e2e/
 	$(GO) run ./bench/namespaces -n $(BENCH_NAMESPACES) $(NSBENCHFLAGS)
 

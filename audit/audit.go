@@ -31,6 +31,10 @@ const (
 	SessionRefused = "session.refused"
 	// SessionUnavailable: a token exchange could not be answered now (GitHub down, no key).
 	SessionUnavailable = "session.unavailable"
+	// SessionLogout: a logout at the issuer (POST <issuer>/oauth2/revoke) was answered: the
+	// person's sessions were revoked (OutcomeRevoked), or the logout was refused or could not
+	// be answered now.
+	SessionLogout = "session.logout"
 )
 
 // Outcomes.
@@ -38,24 +42,28 @@ const (
 	OutcomeIssued      = "issued"
 	OutcomeRefused     = "refused"
 	OutcomeUnavailable = "unavailable"
+	// OutcomeRevoked: a logout revoked the person's sessions for Cluster.
+	OutcomeRevoked = "revoked"
 )
 
 // Event is one audit line. Time and Expiry are written in RFC 3339, UTC, seconds.
 type Event struct {
 	// Time of the decision; zero: when Log was called.
 	Time time.Time `json:"-"`
-	// Event is SessionIssued, SessionRefused or SessionUnavailable.
+	// Event is SessionIssued, SessionRefused, SessionUnavailable or SessionLogout.
 	Event string `json:"event"`
 	// User and UID are the identity the subject token stood for ("" when the token named
 	// none: a refused lookup).
 	User string `json:"user"`
 	UID  string `json:"uid"`
-	// Cluster is the audience asked for ("" when the request named none).
+	// Cluster is the audience asked for ("" when the request named none). For SessionLogout it
+	// is the clusters logged out of, comma-separated (every cluster of the issuer when the
+	// request named none).
 	Cluster string `json:"cluster"`
-	// Outcome is OutcomeIssued, OutcomeRefused or OutcomeUnavailable.
+	// Outcome is OutcomeIssued, OutcomeRefused, OutcomeUnavailable or OutcomeRevoked.
 	Outcome string `json:"outcome"`
 	// Reason is a reason code (cluster_not_allowed, not_member, ...) or the OAuth error code
-	// when there is none (invalid_request); "" for an issued session.
+	// when there is none (invalid_request); "" for an issued session or a logout done.
 	Reason string `json:"reason"`
 	// JTI is the session's id (its jti claim), for an issued session.
 	JTI string `json:"jti"`

@@ -212,7 +212,18 @@ func (p *Plugin) CachePath() string {
 // Errors are single lines a person can act on; they wrap ErrNoClientID, ErrCorruptCache,
 // ErrUnsafeFile, ErrLockTimeout, ErrNoClientSecret, ErrBrowserFlow, ErrAccessDenied, ErrCodeExpired or
 // ErrDeviceFlow. They never contain a token.
-func (p *Plugin) Token(ctx context.Context) (Token, error) {
+func (p *Plugin) Token(ctx context.Context) (Token, error) { return p.token(ctx, true) }
+
+// CachedToken is Token without a login: GITHUB_TOKEN, `gh auth token`, or the cached token
+// (refreshed or rechecked when due), else an error wrapping ErrNotLoggedIn. It is what
+// "octogate logout" authenticates with: a logout never starts a device or browser flow.
+func (p *Plugin) CachedToken(ctx context.Context) (Token, error) { return p.token(ctx, false) }
+
+// ErrNotLoggedIn: CachedToken found no GitHub token without logging in.
+var ErrNotLoggedIn = errors.New("no GitHub token without a new login: no GITHUB_TOKEN, no `gh auth token`, no cached token")
+
+// token is Token, logging in only when login is true.
+func (p *Plugin) token(ctx context.Context, login bool) (Token, error) {
 	now := p.cfg.Now()
 	if v := strings.TrimSpace(p.cfg.GitHubToken); v != "" {
 		return Token{Value: v, Expiry: now.Add(UnknownExpiryLifetime), Source: SourceEnv}, nil
@@ -221,6 +232,9 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 		return Token{Value: v, Expiry: now.Add(UnknownExpiryLifetime), Source: SourceGH}, nil
 	}
 	if p.cfg.ClientID == "" {
+		if !login {
+			return Token{}, fmt.Errorf("%w (a cached token is kept per --client-id)", ErrNotLoggedIn)
+		}
 		return Token{}, ErrNoClientID
 	}
 	if err := checkCacheDir(p.cfg.CacheDir, p.uid); err != nil {
@@ -244,12 +258,12 @@ func (p *Plugin) Token(ctx context.Context) (Token, error) {
 	if c, err = readCache(path, p.ForgetCommand(), p.uid); err != nil {
 		return Token{}, err
 	}
-	return p.tokenLocked(ctx, path, c)
+	return p.tokenLocked(ctx, path, c, login)
 }
 
 // tokenLocked decides, holding the lock, between the cached token, a recheck, a refresh and a
-// login, and caches what GitHub issues.
-func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (Token, error) {
+// login (only when login is true, else ErrNotLoggedIn), and caches what GitHub issues.
+func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile, login bool) (Token, error) {
 	now := p.cfg.Now()
 	if c != nil && c.usable(now) {
 		if !c.recheckDue(now, p.cfg.Recheck) {
@@ -265,7 +279,7 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (To
 			p.save(path, *c)
 			return c.token(now, SourceCache), nil
 		}
-		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed); logging in again\n")
+		_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub no longer accepts the cached token (401 from GET /user: revoked, or the app's authorization was removed)%s\n", loggingIn(login))
 		c.AccessToken = ""
 	}
 	if c != nil && c.refreshable(now) {
@@ -275,10 +289,13 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (To
 			p.save(path, p.toCache(tok, now))
 			return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: SourceRefresh}, nil
 		case errors.Is(err, errBadRefreshToken):
-			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used); logging in again\n")
+			_, _ = fmt.Fprintf(p.cfg.Prompt, "octogate: GitHub refused the saved refresh token (bad_refresh_token: it expired, was revoked, or was already used)%s\n", loggingIn(login))
 		default:
 			return Token{}, err
 		}
+	}
+	if !login {
+		return Token{}, fmt.Errorf("%w at %s", ErrNotLoggedIn, p.CachePath())
 	}
 	tok, src, err := p.login(ctx)
 	if err != nil {
@@ -286,6 +303,13 @@ func (p *Plugin) tokenLocked(ctx context.Context, path string, c *cacheFile) (To
 	}
 	p.save(path, p.toCache(tok, now))
 	return Token{Value: tok.AccessToken, Expiry: expiryOr(tok.Expiry, now), Source: src}, nil
+}
+
+func loggingIn(login bool) string {
+	if login {
+		return "; logging in again"
+	}
+	return ""
 }
 
 // login runs the browser flow or the device flow, as Config.Flow says.

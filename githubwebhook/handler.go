@@ -63,6 +63,11 @@ type Orphaner interface {
 	Orphanable(ctx context.Context, uid string) (int, error)
 }
 
+// Leavers records a confirmed org leaver for the fleet (revocation.LeaverMarker).
+type Leavers interface {
+	Left(ctx context.Context, org, uid string, at time.Time) error
+}
+
 // Members asks GitHub whether the user with GitHub id uid is an active member of org now
 // (ownership.MembershipChecker.IsMember, with the token of OCTOGATE_GITHUB_ORG_TOKEN_FILE). An
 // error means GitHub could not tell.
@@ -89,6 +94,13 @@ type Config struct {
 	// orphaned. Nil (no org token): the removal is taken as delivered, but namespaces an
 	// admin gave back are left alone (Orphaner.OrphanUnlessGivenBack).
 	Members Members
+	// Leavers, when not nil (an issuer: revocation.Shared or Local with a feed), is told of
+	// every member_removed of an allowed org that is acted on: after GitHub confirms it with
+	// Members, or as delivered without, so that every cluster reading the issuer's revocation
+	// feed orphans the leaver's namespaces too. It is told whether or not this cluster has
+	// namespaces of theirs, and whether or not Orphaner is set; once per payload (Removals):
+	// a redelivery or a replay of the signed payload under a new delivery id tells it nothing.
+	Leavers Leavers
 	// Removals records the member_removed payloads acted on, so that a signed body sent
 	// again under a new X-GitHub-Delivery orphans nothing (its eviction is repeated, which is
 	// harmless). Nil: NewMemoryRemovals(), this process only; ConfigMapRemovals shares them
@@ -111,6 +123,7 @@ type Handler struct {
 	revoker    revocation.Revoker
 	orphaner   Orphaner
 	members    Members
+	leavers    Leavers
 	removals   Removals
 	deliveries *lru.Cache[string, struct{}]
 	// limiter spaces signed deliveries out (Config.Rate); nil: no limit.
@@ -170,7 +183,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	return &Handler{
 		secret: cfg.Secret, rules: rules{orgs: orgs}, revoker: cfg.Revoker, orphaner: cfg.Orphaner,
-		members: cfg.Members, removals: cfg.Removals,
+		members: cfg.Members, leavers: cfg.Leavers, removals: cfg.Removals,
 		deliveries: seen, limiter: limiter, log: cfg.Logger, count: count, now: time.Now,
 	}, nil
 }
@@ -346,9 +359,12 @@ func (h *Handler) act(ctx context.Context, d decision, digest string) (answer, i
 		rv.At = h.now()
 		a.Evicted += h.revoker.Revoke(ctx, rv)
 	}
-	if d.orphan != nil && h.orphaner != nil {
+	if d.orphan != nil && (h.orphaner != nil || h.leavers != nil) {
 		ctx, cancel := context.WithTimeout(ctx, orphanTimeout)
 		defer cancel()
+		if h.orphaner == nil {
+			return h.tellFleet(ctx, *d.orphan, digest, a)
+		}
 		return h.orphan(ctx, *d.orphan, digest, a)
 	}
 	switch d.result {
@@ -385,7 +401,7 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 			return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
 		}
 		if n == 0 {
-			return a, http.StatusOK
+			return h.tellFleet(ctx, o, digest, a)
 		}
 	}
 	first, err := h.removals.Claim(ctx, digest)
@@ -398,7 +414,9 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 		return a, http.StatusOK
 	}
 	orphan := h.orphaner.OrphanUnlessGivenBack
-	if h.members != nil {
+	if h.members == nil {
+		h.markLeft(ctx, o)
+	} else {
 		member, err := h.members.IsMember(ctx, o.org, o.uid)
 		if err != nil {
 			h.release(ctx, digest)
@@ -410,6 +428,7 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 			return a, http.StatusOK
 		}
 		orphan = h.orphaner.Orphan
+		h.markLeft(ctx, o)
 	}
 	n, err := orphan(ctx, o.uid, o.reason)
 	a.Orphaned = n
@@ -418,6 +437,51 @@ func (h *Handler) orphan(ctx context.Context, o orphanCall, digest string, a ans
 		return fail(http.StatusInternalServerError, "orphaning the namespaces failed; redeliver this delivery to retry", err)
 	}
 	return a, http.StatusOK
+}
+
+// tellFleet tells Leavers of a removal this cluster has nothing to orphan for (no controller
+// runs here, or the user has no namespace here), once per payload (Removals, as orphan does:
+// every leaver marker is a new revocation event on the feed, and every cluster reading it acts
+// on it) and once GitHub confirms it (with Members). Without Leavers it changes nothing.
+func (h *Handler) tellFleet(ctx context.Context, o orphanCall, digest string, a answer) (answer, int) {
+	if h.leavers == nil {
+		return a, http.StatusOK
+	}
+	first, err := h.removals.Claim(ctx, digest)
+	if err != nil {
+		return answer{Result: "error", Evicted: a.Evicted, cause: err,
+			Message: "recording the removal failed; redeliver this delivery to retry"}, http.StatusInternalServerError
+	}
+	if !first {
+		a.Result = resultStaleRemoval
+		a.Message = "this removal was acted on before (the same signed payload): the other clusters are not told again"
+		return a, http.StatusOK
+	}
+	if h.members != nil {
+		member, err := h.members.IsMember(ctx, o.org, o.uid)
+		if err != nil {
+			h.release(ctx, digest)
+			return answer{Result: "error", Evicted: a.Evicted, cause: err,
+				Message: "GitHub could not confirm that the user left the organization; redeliver this delivery to retry"}, http.StatusBadGateway
+		}
+		if member {
+			a.Result = resultStaleRemoval
+			a.Message = "GitHub says the user is a member of " + o.org + " now: their namespaces are not orphaned"
+			return a, http.StatusOK
+		}
+	}
+	h.markLeft(ctx, o)
+	return a, http.StatusOK
+}
+
+// markLeft tells Leavers (if set) that o's user left o's org.
+func (h *Handler) markLeft(ctx context.Context, o orphanCall) {
+	if h.leavers == nil {
+		return
+	}
+	if err := h.leavers.Left(ctx, strings.ToLower(o.org), o.uid, h.now()); err != nil {
+		h.log.Warn("telling the fleet of a leaver failed: other clusters leave their namespaces to their membership check", "uid", o.uid, "org", o.org, "err", err)
+	}
 }
 
 // release forgets a claimed payload after acting on it failed; if that fails too, a

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,34 +29,15 @@ const DefaultName = "octogate-revocations"
 // 1 MiB object limit); beyond it the oldest are dropped first.
 const MaxEntries = 10000
 
-// Revocation is one GitHub user, or one team's members, whose cached identities must go.
-// Exactly one of UserID and Team is set.
-type Revocation struct {
-	// UserID is the GitHub numeric account id, e.g. "1002".
-	UserID string
-	// Team is "org/slug", lowercased, e.g. "acme/platform-admins".
-	Team string
-	// At is when the revocation happened (the delivery's arrival).
-	At time.Time
-}
+// MaxDataBytes bounds the ConfigMap's data (keys and values) below Kubernetes' 1 MiB object
+// limit whatever the length of cluster names in "sessions." keys; beyond it the oldest
+// entries are dropped first.
+const MaxDataBytes = 768 << 10
 
-func (r Revocation) key() string {
-	if r.UserID != "" {
-		return "user." + r.UserID
-	}
-	return "team." + strings.Replace(r.Team, "/", ".", 1)
-}
-
-func parseKey(k string) (Revocation, bool) {
-	switch kind, rest, _ := strings.Cut(k, "."); kind {
-	case "user":
-		return Revocation{UserID: rest}, rest != ""
-	case "team":
-		org, slug, ok := strings.Cut(rest, ".")
-		return Revocation{Team: org + "/" + slug}, ok && org != "" && slug != ""
-	}
-	return Revocation{}, false
-}
+// LateAfter is how old a revocation may be when it is written to the ConfigMap: one written
+// later (the Kubernetes API was unreachable meanwhile) is stamped with the time of the write,
+// which revokes a little more but keeps it within the feed's cursor window (CursorOverlap).
+const LateAfter = time.Minute
 
 // Evictor drops cached identities (tokenreview.Handler).
 type Evictor interface {
@@ -77,21 +57,72 @@ type Local struct {
 	// GroupPrefix is the prefix of group names ("github:"), so that Team "acme/platform"
 	// evicts group "github:acme/platform".
 	GroupPrefix string
-	Metrics     *Metrics
+	// Audience is this process's own cluster (OCTOGATE_SESSION_AUDIENCE): revocations of a
+	// user's sessions limited to clusters evict here only when they name it. Empty: none do.
+	Audience string
+	// Teams, when set, records team revocations for session verifiers (Teams.RevokedSince).
+	Teams *Teams
+	// Log, when set, records every revocation for the feed (Feed).
+	Log     *Log
+	Metrics *Metrics
 }
 
 // Revoke implements Revoker.
 func (l Local) Revoke(_ context.Context, r Revocation) int {
-	n := evict(l.Evictor, l.GroupPrefix, r, r.At)
+	n := l.applier().apply(r, r.At)
 	l.Metrics.evicted("github-webhook", n)
+	l.Log.Add(r)
 	return n
 }
 
-func evict(e Evictor, prefix string, r Revocation, at time.Time) int {
-	if r.UserID != "" {
-		return e.EvictUser(r.UserID, at)
+// RevokeSessions implements SessionRevoker in this process only.
+func (l Local) RevokeSessions(ctx context.Context, uid string, clusters []string, at time.Time) error {
+	rs, err := sessionRevocations(uid, clusters, at)
+	for _, r := range rs {
+		l.Revoke(ctx, r)
 	}
-	return e.EvictGroup(prefix+r.Team, at)
+	return err
+}
+
+// Left implements LeaverMarker in this process only.
+func (l Local) Left(ctx context.Context, org, uid string, at time.Time) error {
+	r := Revocation{UserID: uid, LeftOrg: org, At: at}
+	if !r.valid() {
+		return fmt.Errorf("revocation: org %q, uid %q: want an organization login and a numeric GitHub id", org, uid)
+	}
+	l.Revoke(ctx, r)
+	return nil
+}
+
+func (l Local) applier() applier {
+	return applier{evictor: l.Evictor, prefix: l.GroupPrefix, audience: l.Audience, teams: l.Teams}
+}
+
+// applier evicts what a revocation ends in one process.
+type applier struct {
+	evictor  Evictor
+	prefix   string
+	audience string
+	teams    *Teams
+}
+
+// apply evicts r as of at and returns how many cached identities it dropped: a user's
+// identities (and sessions, through tokenreview.Handler.RevokedSince); a team's cached members
+// and the sessions that carry its group; a user's sessions limited to clusters only when one
+// is this process's audience. A leaver marker evicts nothing (the user's own revocation does).
+func (a applier) apply(r Revocation, at time.Time) int {
+	switch r.Kind() {
+	case KindUser:
+		return a.evictor.EvictUser(r.UserID, at)
+	case KindSessions:
+		if a.audience != "" && r.Cluster == a.audience {
+			return a.evictor.EvictUser(r.UserID, at)
+		}
+	case KindTeam:
+		a.teams.Revoke(r.Team, at)
+		return a.evictor.EvictGroup(a.prefix+r.Team, at)
+	}
+	return 0
 }
 
 // Metrics counts evicted identities by where the revocation came from.
@@ -137,8 +168,12 @@ type Config struct {
 	Keep        time.Duration
 	Evictor     Evictor
 	GroupPrefix string
-	Metrics     *Metrics
-	Logger      *slog.Logger
+	// Audience, Teams and Log are Local's.
+	Audience string
+	Teams    *Teams
+	Log      *Log
+	Metrics  *Metrics
+	Logger   *slog.Logger
 }
 
 // Shared evicts locally and shares revocations with every replica through the ConfigMap.
@@ -178,10 +213,12 @@ func NewShared(cfg Config) (*Shared, error) {
 	}, nil
 }
 
-// Revoke implements Revoker: it evicts here at once and queues r for the ConfigMap.
+// Revoke implements Revoker: it evicts here at once, serves r on the feed (Log) and queues it
+// for the ConfigMap.
 func (s *Shared) Revoke(_ context.Context, r Revocation) int {
-	n := evict(s.cfg.Evictor, s.cfg.GroupPrefix, r, r.At)
+	n := s.applier().apply(r, r.At)
 	s.cfg.Metrics.evicted("github-webhook", n)
+	s.cfg.Log.Add(r)
 	s.mu.Lock()
 	k := r.key()
 	if r.At.After(s.pending[k]) {
@@ -196,6 +233,31 @@ func (s *Shared) Revoke(_ context.Context, r Revocation) int {
 	default:
 	}
 	return n
+}
+
+// RevokeSessions implements SessionRevoker: the revocations are applied here at once, served
+// on this replica's feed and queued for the ConfigMap, from which every replica applies and
+// serves them (Run). It returns before the ConfigMap is written; a write that fails is retried.
+func (s *Shared) RevokeSessions(ctx context.Context, uid string, clusters []string, at time.Time) error {
+	rs, err := sessionRevocations(uid, clusters, at)
+	for _, r := range rs {
+		s.Revoke(ctx, r)
+	}
+	return err
+}
+
+// Left implements LeaverMarker, shared with every replica as RevokeSessions is.
+func (s *Shared) Left(ctx context.Context, org, uid string, at time.Time) error {
+	r := Revocation{UserID: uid, LeftOrg: org, At: at}
+	if !r.valid() {
+		return fmt.Errorf("revocation: org %q, uid %q: want an organization login and a numeric GitHub id", org, uid)
+	}
+	s.Revoke(ctx, r)
+	return nil
+}
+
+func (s *Shared) applier() applier {
+	return applier{evictor: s.cfg.Evictor, prefix: s.cfg.GroupPrefix, audience: s.cfg.Audience, teams: s.cfg.Teams}
 }
 
 // Synced is closed once the ConfigMap has been read once.
@@ -284,6 +346,9 @@ func (s *Shared) observe(obj any, initial bool) {
 		}
 		s.applied[k] = at
 		r.At = at
+		// Served on the feed with the recorded time: every replica then serves the same SET
+		// (its jti is derived from the key and the time).
+		s.cfg.Log.Add(r)
 		if !initial {
 			r.At = now
 		}
@@ -296,8 +361,9 @@ func (s *Shared) observe(obj any, initial bool) {
 	}
 	s.mu.Unlock()
 	n := 0
+	a := s.applier()
 	for _, r := range todo {
-		n += evict(s.cfg.Evictor, s.cfg.GroupPrefix, r, r.At)
+		n += a.apply(r, r.At)
 	}
 	s.cfg.Metrics.evicted("replica", n)
 	if len(todo) > 0 {
@@ -358,6 +424,9 @@ func merge(data map[string]string, batch map[string]time.Time, now time.Time, ke
 		}
 	}
 	for k, at := range batch {
+		if now.Sub(at) > LateAfter {
+			at = now
+		}
 		at = at.Truncate(time.Second)
 		if at.After(times[k]) {
 			times[k] = at
@@ -366,11 +435,14 @@ func merge(data map[string]string, batch map[string]time.Time, now time.Time, ke
 	keys := slices.Collect(maps.Keys(times))
 	slices.SortFunc(keys, func(a, b string) int { return times[b].Compare(times[a]) })
 	out := make(map[string]string, min(len(keys), MaxEntries))
+	size := 0
 	for _, k := range keys {
-		if len(out) == MaxEntries || now.Sub(times[k]) > keep {
+		v := times[k].UTC().Format(time.RFC3339)
+		size += len(k) + len(v)
+		if len(out) == MaxEntries || size > MaxDataBytes || now.Sub(times[k]) > keep {
 			break
 		}
-		out[k] = times[k].UTC().Format(time.RFC3339)
+		out[k] = v
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +125,43 @@ func BenchmarkTokenReviewCachedSession(b *testing.B) {
 	}
 	if w.code != http.StatusOK {
 		b.Fatalf("code %d", w.code)
+	}
+}
+
+// BenchmarkVerifierCachedSessionFeedHooks is BenchmarkVerifierCachedSession on a verifier of a
+// remote issuer wired as serve wires one: team revocations (one kept, of another team) and the
+// feed's staleness (two atomic loads, as revocation.Receiver.Stale), checked on every use.
+func BenchmarkVerifierCachedSessionFeedHooks(b *testing.B) {
+	e := newVerifierEnvB(b)
+	var teams atomic.Pointer[map[string]time.Time]
+	teams.Store(&map[string]time.Time{"acme/not-alices": time.Now()})
+	e.v.revokedGroups = func(groups []string, issuedAt time.Time) bool {
+		m := *teams.Load()
+		for _, g := range groups {
+			if at, ok := m[strings.TrimPrefix(g, "github:")]; ok && !at.Before(issuedAt) {
+				return true
+			}
+		}
+		return false
+	}
+	var lastSync, polling atomic.Int64
+	lastSync.Store(time.Now().UnixNano())
+	polling.Store(time.Now().UnixNano())
+	e.v.stale = func(now time.Time) (time.Time, bool) {
+		last := time.Unix(0, lastSync.Load())
+		if p := polling.Load(); p != 0 && now.Sub(time.Unix(0, p)) < time.Minute {
+			return last, false
+		}
+		return last, now.Sub(last) > 5*time.Minute
+	}
+	tok := e.sessionB(b)
+	if _, err := e.v.Lookup(context.Background(), tok); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.v.Lookup(context.Background(), tok); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/octogate/octogate/fleet"
@@ -59,14 +58,9 @@ type ClusterLister interface {
 // the public doors' rate (tokenreview.FromClient), never against /authenticate's, and beyond
 // them is 429 with Retry-After and {"error":"temporarily_unavailable"} (RFC 6585 section 4).
 type ClustersHandler struct {
-	x        *Exchanger
+	auth     *caller
 	clusters ClusterLister
 	clients  clientaddr.Resolver
-	// revoked is tokenreview.Handler.RevokedSince; nil: sessions are not accepted.
-	revoked func(uid string, issuedAt time.Time) bool
-
-	mu        sync.Mutex
-	verifiers map[string]*Verifier // by audience, for the audiences x serves
 }
 
 // ClustersOption configures NewClustersHandler.
@@ -76,7 +70,7 @@ type ClustersOption func(*ClustersHandler)
 // own keys for the audience they carry (one of its clusters), refused when revoked says their
 // user was revoked since they were issued (tokenreview.Handler.RevokedSince).
 func AcceptSessions(revoked func(uid string, issuedAt time.Time) bool) ClustersOption {
-	return func(h *ClustersHandler) { h.revoked = revoked }
+	return func(h *ClustersHandler) { h.auth.revoked = revoked }
 }
 
 // ClustersClientAddr makes r find the client address whose rate of new tokens a lookup counts
@@ -87,34 +81,11 @@ func ClustersClientAddr(r clientaddr.Resolver) ClustersOption {
 
 // NewClustersHandler lists clusters of clusters to the people x's lookups identify.
 func NewClustersHandler(x *Exchanger, clusters ClusterLister, opts ...ClustersOption) *ClustersHandler {
-	h := &ClustersHandler{x: x, clusters: clusters, verifiers: map[string]*Verifier{}}
+	h := &ClustersHandler{auth: newCaller(x), clusters: clusters}
 	for _, o := range opts {
 		o(h)
 	}
 	return h
-}
-
-// sessionLookup is the Lookup of a JWT whose iss is this issuer: the verifier of the audience
-// it carries, made on first use, when sessions are accepted and the audience is served.
-func (h *ClustersHandler) sessionLookup(token string) (tokenreview.Lookup, bool) {
-	if h.revoked == nil {
-		return nil, false
-	}
-	_, aud, ok := unverifiedClaims(token)
-	if !ok || aud == "" || !h.x.targets.Serves(aud) {
-		return nil, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if v, ok := h.verifiers[aud]; ok {
-		return v, true
-	}
-	v, err := NewVerifier(VerifierConfig{Issuer: h.x.issuer, Audience: aud, Keys: h.x.keys, Revoked: h.revoked, CacheSize: 1000, Now: h.x.now})
-	if err != nil {
-		return nil, false
-	}
-	h.verifiers[aud] = v
-	return v, true
 }
 
 // bearerError is an RFC 6750 error answer.
@@ -140,23 +111,7 @@ func (h *ClustersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(tokenreview.ReasonInvalidToken, "the token is too long")
 		return
 	}
-	lookup := h.x.github
-	if tokenreview.LooksLikeJWT(token) {
-		iss, _, _ := unverifiedClaims(token)
-		switch sessions, ok := h.sessionLookup(token); {
-		case iss == h.x.issuer && ok:
-			lookup = sessions
-		case iss == h.x.issuer:
-			unauthorized(tokenreview.ReasonInvalidToken, "this session is not accepted here: send the GitHub token")
-			return
-		case h.x.actions != nil:
-			lookup = h.x.actions
-		default:
-			unauthorized(tokenreview.ReasonInvalidToken, "a JWT of another issuer is not accepted here: send the GitHub token")
-			return
-		}
-	}
-	id, err := lookup.Lookup(tokenreview.FromClient(r.Context(), h.clients.Addr(r)), token)
+	id, err := h.auth.identify(r.Context(), h.clients.Addr(r), token, true)
 	var throttled *tokenreview.ThrottledError
 	switch {
 	case err == nil:

@@ -16,6 +16,9 @@
 //     (package audit) per answer with WithAudit.
 //   - ClustersHandler serves GET <issuer>/clusters: the clusters the caller may use, with the
 //     same decision.
+//   - RevokeHandler serves logout at POST <issuer>/oauth2/revoke (RFC 7009's shape, advertised
+//     as revocation_endpoint, RFC 8414 section 2): the person behind a session or GitHub token
+//     has their sessions for some or every cluster revoked through a SessionRevoker.
 //   - The session is a JWT (RFC 7519, https://www.rfc-editor.org/rfc/rfc7519) signed with
 //     ES256 by the first of the Keys; its kid is the key's RFC 7638 JWK thumbprint. Claims:
 //     iss, aud (one cluster, a string), sub, iat, nbf, exp, jti, and the identity:

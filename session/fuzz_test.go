@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,35 @@ func FuzzParseKeyFile(f *testing.F) {
 		}
 		if _, _, err := Rotate(got, RotateOptions{Now: t0}); err != nil {
 			t.Fatalf("Rotate on a parsed file: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeRevokeRequest: any body decodes to a logout request with one token and distinct,
+// non-empty audiences, or an invalid_request that never quotes the token; never a panic.
+func FuzzDecodeRevokeRequest(f *testing.F) {
+	f.Add([]byte(form("token", "gho_secret1hBBIb", "token_type_hint", "access_token", "audience", "prod", "audience", "staging")))
+	f.Add([]byte("token=a&token=b"))
+	f.Add([]byte("token=&audience=&audience=prod"))
+	f.Add([]byte("%"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeRevokeRequest(body)
+		if err == nil {
+			if r.Token == "" || len(r.Token) > tokenreview.MaxTokenBytes || slices.Contains(r.Audiences, "") {
+				t.Fatalf("accepted %+v", r)
+			}
+			for i, a := range r.Audiences {
+				if slices.Contains(r.Audiences[i+1:], a) {
+					t.Fatalf("audience %q twice", a)
+				}
+			}
+			return
+		}
+		if err.Code != ErrInvalidRequest {
+			t.Fatalf("code %q", err.Code)
+		}
+		if len(r.Token) >= 8 && strings.Contains(err.Description, r.Token) {
+			t.Fatalf("the error quotes the token: %s", err.Description)
 		}
 	})
 }

@@ -104,9 +104,14 @@ func (h *TokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Discovery is the OpenID Connect discovery document of an issuer.
 type Discovery struct {
-	Issuer                           string   `json:"issuer"`
-	JWKSURI                          string   `json:"jwks_uri"`
-	TokenEndpoint                    string   `json:"token_endpoint"`
+	Issuer             string `json:"issuer"`
+	JWKSURI            string `json:"jwks_uri"`
+	TokenEndpoint      string `json:"token_endpoint"`
+	RevocationEndpoint string `json:"revocation_endpoint"`
+	// RevocationEndpointAuthMethods is "none": logout takes no client authentication, the
+	// token it carries authenticates the person (RFC 8414 section 2: the default when absent
+	// would be client_secret_basic).
+	RevocationEndpointAuthMethods    []string `json:"revocation_endpoint_auth_methods_supported"`
 	GrantTypesSupported              []string `json:"grant_types_supported"`
 	ResponseTypesSupported           []string `json:"response_types_supported"`
 	SubjectTypesSupported            []string `json:"subject_types_supported"`
@@ -114,8 +119,9 @@ type Discovery struct {
 	ClaimsSupported                  []string `json:"claims_supported"`
 }
 
-// NewDiscovery is issuer's discovery document: jwks_uri and token_endpoint are the issuer URL
-// followed by JWKSPath and TokenPath. response_types_supported and subject_types_supported are
+// NewDiscovery is issuer's discovery document: jwks_uri, token_endpoint and
+// revocation_endpoint (logout, RFC 8414 section 2) are the issuer URL followed by JWKSPath,
+// TokenPath and RevokePath. response_types_supported and subject_types_supported are
 // required by OpenID Connect Discovery; octogate has no authorization endpoint, and "id_token"
 // with "public" is what kube-apiserver's own service-account issuer publishes.
 func NewDiscovery(issuer string) Discovery {
@@ -124,6 +130,8 @@ func NewDiscovery(issuer string) Discovery {
 		Issuer:                           issuer,
 		JWKSURI:                          issuer + JWKSPath,
 		TokenEndpoint:                    issuer + TokenPath,
+		RevocationEndpoint:               issuer + RevokePath,
+		RevocationEndpointAuthMethods:    []string{"none"},
 		GrantTypesSupported:              []string{GrantTypeTokenExchange},
 		ResponseTypesSupported:           []string{"id_token"},
 		SubjectTypesSupported:            []string{"public"},

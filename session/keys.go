@@ -21,9 +21,11 @@ import (
 // have expired. Immutable; safe for concurrent use.
 type Keys struct {
 	signer jose.Signer
-	kid    string
-	public []jose.JSONWebKey
-	jwks   []byte // the JSON Web Key Set document (RFC 7517 section 5)
+	// eventSigner signs Security Event Tokens with the same key (typ "secevent+jwt").
+	eventSigner jose.Signer
+	kid         string
+	public      []jose.JSONWebKey
+	jwks        []byte // the JSON Web Key Set document (RFC 7517 section 5)
 	// jwksLine is jwks and a newline, as served.
 	jwksLine []byte
 }
@@ -141,11 +143,30 @@ func newKeys(priv []*ecdsa.PrivateKey) (*Keys, error) {
 		return nil, err
 	}
 	k.signer = signer
+	// RFC 8417 section 2.3: an explicit typ keeps a SET from being taken for another JWT.
+	if k.eventSigner, err = jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: priv[0], KeyID: k.kid}},
+		(&jose.SignerOptions{}).WithType(EventTokenType)); err != nil {
+		return nil, err
+	}
 	if k.jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: k.public}); err != nil {
 		return nil, err
 	}
 	k.jwksLine = append(append([]byte(nil), k.jwks...), '\n')
 	return k, nil
+}
+
+// EventTokenType is the typ header of a Security Event Token (RFC 8417 section 2.3).
+const EventTokenType = "secevent+jwt"
+
+// SignEvent signs claims (a JSON object) as a Security Event Token: a compact JWS, ES256 by
+// the signing key, with headers kid and typ "secevent+jwt".
+func (k *Keys) SignEvent(claims []byte) (string, error) {
+	jws, err := k.eventSigner.Sign(claims)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
 }
 
 // KeyID is the kid of the signing key: its RFC 7638 JWK thumbprint (SHA-256, base64url).

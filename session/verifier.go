@@ -40,6 +40,14 @@ type VerifierConfig struct {
 	// Revoked reports whether the user uid was revoked at or after issuedAt
 	// (tokenreview.Handler.RevokedSince). Nil: no revocations.
 	Revoked func(uid string, issuedAt time.Time) bool
+	// RevokedGroups reports whether one of a session's groups was revoked (a team) at or after
+	// issuedAt (revocation.Teams.RevokedSince). Nil: no team revocations.
+	RevokedGroups func(groups []string, issuedAt time.Time) bool
+	// Stale, when set, reports whether the revocations this verifier applies are older than
+	// the bound it accepts sessions with (revocation.Receiver.Stale: the issuer's feed has
+	// not been read since lastSync): every session is then answered unavailable with
+	// session_feed_stale until the feed is read again.
+	Stale func(now time.Time) (lastSync time.Time, stale bool)
 	// Next answers every JWT of another issuer (GitHub Actions OIDC tokens); nil: those are
 	// refused with wrong_issuer.
 	Next tokenreview.Lookup
@@ -66,6 +74,8 @@ type Verifier struct {
 	keys             *keySet
 	oidc             *oidc.IDTokenVerifier
 	revoked          func(string, time.Time) bool
+	revokedGroups    func([]string, time.Time) bool
+	stale            func(time.Time) (time.Time, bool)
 	next             tokenreview.Lookup
 	cache            *lru.Cache[[sha256.Size]byte, verified]
 	// identities shares the identity of a user's sessions among them (one copy of its groups,
@@ -139,7 +149,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		ks.own = cfg.Keys
 	}
 	return &Verifier{
-		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, next: cfg.Next, cache: c, identities: identities, now: now,
+		issuer: issuer, audience: cfg.Audience, keys: ks, revoked: revoked, revokedGroups: cfg.RevokedGroups, stale: cfg.Stale, next: cfg.Next, cache: c, identities: identities, now: now,
 		// Audience and time are checked below with their own reason codes and Leeway.
 		oidc: oidc.NewVerifier(issuer, ks, &oidc.Config{
 			SupportedSigningAlgs: []string{oidc.ES256},
@@ -190,9 +200,12 @@ func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha2
 			return tokenreview.Identity{}, tokenreview.CredentialSession, refuse(tokenreview.ReasonBadSignature,
 				"the session is signed with key %q, which issuer %s no longer publishes", clip(s.kid), v.issuer)
 		}
-		if v.revoked(s.id.UID, s.iat) {
+		if v.revoked(s.id.UID, s.iat) || v.revokedGroups != nil && v.revokedGroups(s.id.Groups, s.iat) {
 			v.cache.Remove(key)
 			return tokenreview.Identity{}, tokenreview.CredentialSession, revokedError(s.id.Username, s.iat)
+		}
+		if err := v.checkStale(now); err != nil {
+			return tokenreview.Identity{}, tokenreview.CredentialSession, err
 		}
 		return s.id, tokenreview.CredentialSession, nil
 	}
@@ -215,6 +228,11 @@ func (v *Verifier) LookupKindHashed(ctx context.Context, token string, key [sha2
 	}
 	s, err := v.verify(ctx, token, now)
 	if err != nil {
+		return tokenreview.Identity{}, tokenreview.CredentialSession, err
+	}
+	if err := v.checkStale(now); err != nil {
+		// Verified and kept: it is accepted again as soon as the feed is read.
+		v.cache.Add(key, s)
 		return tokenreview.Identity{}, tokenreview.CredentialSession, err
 	}
 	if jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.ES256}); err == nil && len(jws.Signatures) == 1 {
@@ -287,7 +305,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (ver
 	if name, owner := reservedName(id); name != "" {
 		return verified{}, refuse(tokenreview.ReasonBadSession, "the session names %q, a name %s reserves", clip(name), owner)
 	}
-	if v.revoked(id.UID, iat) {
+	if v.revoked(id.UID, iat) || v.revokedGroups != nil && v.revokedGroups(id.Groups, iat) {
 		return verified{}, revokedError(id.Username, iat)
 	}
 	// Kept until exp (not exp + Leeway): past it the session is verified again, and refused
@@ -316,6 +334,24 @@ func withCredentialID(id tokenreview.Identity, jti string) tokenreview.Identity 
 	extra[CredentialIDKey] = []string{k8sjwt.CredentialIDForJTI(jti)}
 	id.Extra = extra
 	return id.Encoded()
+}
+
+// checkStale is session_feed_stale (unavailable) when the revocations this verifier applies
+// are older than its bound, nil otherwise.
+func (v *Verifier) checkStale(now time.Time) *Error {
+	if v.stale == nil {
+		return nil
+	}
+	last, stale := v.stale(now)
+	if !stale {
+		return nil
+	}
+	since := "never read since this server started"
+	if !last.IsZero() {
+		since = "last read at " + last.UTC().Format(time.RFC3339)
+	}
+	return &Error{Reason: tokenreview.ReasonSessionFeedStale, kind: tokenreview.ErrUnavailable,
+		Msg: fmt.Sprintf("this cluster cannot vouch for sessions now: the revocation feed of issuer %s is %s, longer ago than OCTOGATE_SESSION_FEED_MAX_STALENESS; retry shortly, or tell the admin", v.issuer, since)}
 }
 
 func revokedError(user string, iat time.Time) *Error {

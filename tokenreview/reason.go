@@ -36,6 +36,7 @@ const (
 	ReasonBadSession         = "bad_session"
 	ReasonWrongIssuer        = "wrong_issuer"
 	ReasonSessionKeysMissing = "session_keys_unavailable"
+	ReasonSessionFeedStale   = "session_feed_stale"
 
 	ReasonRateLimited       = "rate_limited"
 	ReasonLoginLockout      = "login_lockout"
@@ -112,7 +113,7 @@ var Reasons = []ReasonInfo{
 		"the session's nbf or iat is in the future",
 		"check the clocks of the issuer and of this server"},
 	{ReasonSessionRevoked, ResultRefused,
-		"the session was issued before a revocation of its user (a GitHub org webhook: member removed, blocked, authorization revoked)",
+		"the session was issued before a revocation of its user or of one of its teams (a GitHub org webhook here or at the issuer: member removed, blocked, authorization revoked, team deleted or renamed; a logout), which a verifier of another process's issuer reads from the issuer's revocation feed",
 		"exchange again: the issuer asks GitHub, and admits you if you are still a member"},
 	{ReasonBadSignature, ResultRefused,
 		"the session is not signed with ES256 by a key the trusted issuer publishes (alg none, HS256, an unknown or dropped key, a forged signature)",
@@ -144,6 +145,9 @@ var Reasons = []ReasonInfo{
 	{ReasonSessionKeysMissing, ResultUnavailable,
 		"the session is signed with a key this server does not know and cannot fetch from the trusted issuer now",
 		"retry shortly; check that this server reaches the issuer's discovery document and JWKS"},
+	{ReasonSessionFeedStale, ResultUnavailable,
+		"this server verifies the sessions of another process's issuer and has not read that issuer's revocation feed for longer than OCTOGATE_SESSION_FEED_MAX_STALENESS: it can no longer tell a revoked session",
+		"retry shortly; the admin checks that this server reaches <issuer>/ssf/poll (octogate_session_feed_last_success_timestamp_seconds, /readyz)"},
 }
 
 // ReasonCoder is an error of another Lookup (GitHub Actions OIDC tokens) that carries its own

@@ -61,6 +61,16 @@ func WithMaxBodyBytes(n int64) RouteOption {
 	return func(rt *route) { rt.maxBody = n }
 }
 
+// WithMaxInflight sets the route's in-flight budget to n (n > 0) instead of MaxInflight, for a
+// route whose requests wait by design (the revocation feed's long polls), so that its waiting
+// requests neither are refused at MaxInflight nor take the other routes' slots.
+func WithMaxInflight(n int) RouteOption {
+	if n <= 0 {
+		panic(fmt.Sprintf("webhooks: WithMaxInflight(%d): want a positive number", n))
+	}
+	return func(rt *route) { rt.inflight = make(chan struct{}, n) }
+}
+
 // WithoutClientCert exempts the route from the client-certificate requirement, for callers
 // that cannot present one (GitHub's webhooks) and whose handler authenticates each request
 // itself (a signature).

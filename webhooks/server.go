@@ -98,6 +98,7 @@ type Server struct {
 
 	checksMu sync.RWMutex
 	checks   []readyCheck
+	details  []readyDetail
 
 	started      atomic.Bool
 	shuttingDown atomic.Bool
@@ -112,6 +113,11 @@ type Server struct {
 type readyCheck struct {
 	name  string
 	check func() error
+}
+
+type readyDetail struct {
+	name   string
+	detail func() string
 }
 
 // New validates cfg, loads the serving certificate (or makes a self-signed one) and the
@@ -234,6 +240,16 @@ func (s *Server) AddReadyCheck(name string, check func() error) {
 	s.checksMu.Lock()
 	defer s.checksMu.Unlock()
 	s.checks = append(s.checks, readyCheck{name, check})
+}
+
+// AddReadyDetail adds a detail that /readyz reports without failing: when detail returns
+// non-empty text, a ready answer carries a line "name: text" after "ok". It is for states an
+// operator must see but that must not take the replica out of its Service (a stale revocation
+// feed: the verifier refuses sessions itself). detail must be fast and safe for concurrent use.
+func (s *Server) AddReadyDetail(name string, detail func() string) {
+	s.checksMu.Lock()
+	defer s.checksMu.Unlock()
+	s.details = append(s.details, readyDetail{name, detail})
 }
 
 // Addr is the bound listen address once Ready is closed, nil before.
@@ -369,7 +385,13 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 	}
-	writeText(w, http.StatusOK, "ok")
+	body := "ok"
+	for _, d := range s.details {
+		if text := d.detail(); text != "" {
+			body += "\n" + d.name + ": " + text
+		}
+	}
+	writeText(w, http.StatusOK, body)
 }
 
 func writeText(w http.ResponseWriter, status int, body string) {

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/octogate/octogate/fleet"
 	"github.com/octogate/octogate/internal/ghtoken"
@@ -26,6 +30,14 @@ var (
 // fleetIssuer serves session's real cluster list and token exchange for a clusters file with prod limited to
 // acme/sre and staging open to every member, looking GitHub tokens up at apiURL.
 func fleetIssuer(t *testing.T, apiURL string) (string, string) {
+	t.Helper()
+	issuer, ca, _ := fleetIssuerWithLogout(t, apiURL)
+	return issuer, ca
+}
+
+// fleetIssuerWithLogout is fleetIssuer with session's real logout endpoint, which revokes
+// through the returned recorder; the issuer refuses the sessions it revoked.
+func fleetIssuerWithLogout(t *testing.T, apiURL string) (string, string, *recordingRevoker) {
 	t.Helper()
 	lookup, err := tokenreview.NewLookup(tokenreview.Config{GitHubAPIURL: apiURL, Orgs: []string{"acme=2001"}})
 	if err != nil {
@@ -60,12 +72,52 @@ clusters:
 	mux := http.NewServeMux()
 	mux.Handle(session.ClustersPath, session.NewClustersHandler(x, store))
 	mux.Handle(session.TokenPath, session.NewTokenHandler(x))
+	revoker := &recordingRevoker{}
+	logout, err := session.NewRevokeHandler(x, revoker, revoker.revokedSince)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle(session.RevokePath, logout)
 	h = mux
 	ca := filepath.Join(dir, "issuer-ca.crt")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return srv.URL, ca
+	return srv.URL, ca, revoker
+}
+
+// recordingRevoker is a session.SessionRevoker that records the revocations, whose
+// revokedSince is the issuer's refusal of the sessions revoked for every cluster.
+type recordingRevoker struct {
+	mu    sync.Mutex
+	calls []string // "uid clusters..."
+	at    map[string]time.Time
+}
+
+func (r *recordingRevoker) RevokeSessions(_ context.Context, uid string, clusters []string, at time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, strings.Join(append([]string{uid}, clusters...), " "))
+	if r.at == nil {
+		r.at = map[string]time.Time{}
+	}
+	if len(clusters) == 0 {
+		r.at[uid] = at
+	}
+	return nil
+}
+
+func (r *recordingRevoker) revokedSince(uid string, iat time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.at[uid]
+	return ok && !at.Before(iat)
+}
+
+func (r *recordingRevoker) revocations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
 }
 
 func TestClustersCommandPrintsThePersonsClusters(t *testing.T) {

@@ -49,6 +49,7 @@ type serveConfig struct {
 	SessionTrustIssuer       string        `env:"OCTOGATE_SESSION_TRUST_ISSUER" help:"issuer whose sessions /authenticate accepts (verified offline); unset: sessions are not accepted"`
 	SessionTrustCAFile       string        `env:"OCTOGATE_SESSION_TRUST_CA_FILE" help:"extra CA bundle for the trusted issuer's discovery document and keys"`
 	SessionAudience          string        `env:"OCTOGATE_SESSION_AUDIENCE" help:"this cluster's audience: the aud a session must carry; required with OCTOGATE_SESSION_TRUST_ISSUER"`
+	SessionFeedMaxStaleness  time.Duration `env:"OCTOGATE_SESSION_FEED_MAX_STALENESS" envDefault:"5m" help:"with OCTOGATE_SESSION_TRUST_ISSUER of another process: how long sessions are accepted without reading the issuer's revocation feed before they are refused (session_feed_stale); 0: never refused"`
 	RawGitHubTokens          bool          `env:"OCTOGATE_RAW_GITHUB_TOKENS" envDefault:"true" help:"accept raw GitHub tokens at /authenticate; false: refused with sessions_required (once every kubeconfig uses sessions)"`
 	UsernamePrefix           string        `env:"OCTOGATE_USERNAME_PREFIX" envDefault:"github:" help:"prefix of usernames and groups"`
 	UsernameFormat           string        `env:"OCTOGATE_USERNAME_FORMAT" envDefault:"login:id" help:"username built from the GitHub account: login:id (github:alice:1001), login (github:alice: a recycled login inherits its bindings) or id (github:1001)"`
@@ -350,6 +351,8 @@ func (c serveConfig) validateSessions() error {
 		return bad("OCTOGATE_SESSION_TTL", c.SessionTTL.String(), fmt.Sprintf("a duration from %v to %v", session.MinTTL, session.MaxTTL))
 	case c.SessionTrustIssuer != "" && session.ValidIssuer(c.SessionTrustIssuer) != nil:
 		return bad("OCTOGATE_SESSION_TRUST_ISSUER", c.SessionTrustIssuer, "an https URL without query or fragment, such as https://octogate.example.com")
+	case c.SessionFeedMaxStaleness < 0:
+		return bad("OCTOGATE_SESSION_FEED_MAX_STALENESS", c.SessionFeedMaxStaleness.String(), "a duration, 0 or more (0: sessions are never refused for a stale feed)")
 	case c.SessionTrustIssuer != "" && strings.TrimSpace(c.SessionAudience) == "":
 		return bad("OCTOGATE_SESSION_AUDIENCE", c.SessionAudience, "this cluster's name, the audience its sessions carry; it is required with OCTOGATE_SESSION_TRUST_ISSUER")
 	case !c.RawGitHubTokens && c.SessionTrustIssuer == "" && c.ActionsAudience == "":

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
@@ -20,38 +21,90 @@ import (
 	"github.com/octogate/octogate/internal/githuborgs"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/revocation"
+	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/tokenreview"
 )
 
-// githubWebhook builds POST /github/webhook and the revocation channel behind it, or returns
-// nil when OCTOGATE_GITHUB_WEBHOOK_SECRET is unset. run, when not nil, must run for the
-// process's lifetime (it shares revocations with the other replicas).
-func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *ownership.Orphaner, reg prometheus.Registerer, log *slog.Logger) (h *githubwebhook.Handler, run func(context.Context) error, err error) {
-	if cfg.GitHubWebhookSecret == "" {
-		log.Info("GitHub org webhooks are off (OCTOGATE_GITHUB_WEBHOOK_SECRET unset): POST /github/webhook answers 404; access ends when caches expire")
-		return nil, nil, nil
+// revocations is this process's revocation store: the org webhook and the issuer's logout
+// write to it, every issuer replica serves it on the feed, the issuer's own session verifier
+// honours it.
+type revocations struct {
+	revoker  revocation.Revoker
+	sessions revocation.SessionRevoker
+	leavers  revocation.LeaverMarker
+	log      *revocation.Log
+	metrics  *revocation.Metrics
+	removals githubwebhook.Removals
+	// run, when not nil, must run for the process's lifetime (it shares revocations with the
+	// other replicas).
+	run func(context.Context) error
+}
+
+// newRevocations builds the store when this process takes org webhooks or issues sessions,
+// else returns nil. teams records team revocations for the session verifier.
+func newRevocations(cfg serveConfig, authn *tokenreview.Handler, teams *revocation.Teams, reg prometheus.Registerer, log *slog.Logger) (*revocations, error) {
+	if cfg.GitHubWebhookSecret == "" && cfg.SessionIssuer == "" {
+		return nil, nil
 	}
 	m, err := revocation.NewMetrics(reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	prefix := cfg.UsernamePrefix
-	if prefix == "-" {
-		prefix = ""
+	prefix := usernamePrefix(cfg)
+	keep := revocationKeep(cfg)
+	var feed *revocation.Log
+	if cfg.SessionIssuer != "" {
+		feed = revocation.NewLog(keep)
 	}
-	var revoker revocation.Revoker = revocation.Local{Evictor: authn, GroupPrefix: prefix, Metrics: m}
-	removals := githubwebhook.NewMemoryRemovals()
+	// The issuer's own verifier (mode (a) of its own audience) honours logouts of its cluster.
+	audience := ""
+	if sameIssuer(cfg.SessionIssuer, cfg.SessionTrustIssuer) {
+		audience = cfg.SessionAudience
+	}
+	local := revocation.Local{Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Metrics: m}
+	rv := &revocations{revoker: local, sessions: local, leavers: local, log: feed, metrics: m, removals: githubwebhook.NewMemoryRemovals()}
 	client, ns, why := kubeAccess(cfg)
-	if client != nil {
-		shared, err := sharedRevoker(cfg, client, ns, authn, prefix, m, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		revoker, run = shared, shared.Run
-		removals = &githubwebhook.ConfigMapRemovals{Client: client, Namespace: ns}
-	} else {
-		log.Warn("GitHub webhook revocations evict in this process only, and each replica recognises only the removals it acted on itself: "+why+"; run one replica, or give octogate Kubernetes access",
+	if client == nil {
+		log.Warn("revocations (GitHub webhooks, logouts) are kept in this process only, and each replica recognises only the removals it acted on itself: "+why+"; run one replica, or give octogate Kubernetes access",
 			"configmap", revocation.DefaultName, "removals", githubwebhook.DefaultRemovalsName)
+		return rv, nil
+	}
+	shared, err := revocation.NewShared(revocation.Config{
+		Client: client, Namespace: ns, Keep: keep,
+		Evictor: authn, GroupPrefix: prefix, Audience: audience, Teams: teams, Log: feed, Metrics: m, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rv.revoker, rv.sessions, rv.leavers, rv.run = shared, shared, shared, shared.Run
+	rv.removals = &githubwebhook.ConfigMapRemovals{Client: client, Namespace: ns}
+	return rv, nil
+}
+
+// revocationKeep is how long a revocation is kept and honoured: the longest an identity can be
+// served from a cache and, on an issuer, the longest a session it refuses can live.
+func revocationKeep(cfg serveConfig) time.Duration {
+	keep := cfg.TokenCacheTTL + tokenreview.StaleFor
+	if cfg.SessionIssuer != "" {
+		keep = max(keep, cfg.SessionTTL+session.Leeway)
+	}
+	return keep
+}
+
+// usernamePrefix is OCTOGATE_USERNAME_PREFIX as names carry it ("-" is none).
+func usernamePrefix(cfg serveConfig) string {
+	if cfg.UsernamePrefix == "-" {
+		return ""
+	}
+	return cfg.UsernamePrefix
+}
+
+// githubWebhook builds POST /github/webhook on the revocation store rv, or returns nil when
+// OCTOGATE_GITHUB_WEBHOOK_SECRET is unset.
+func githubWebhook(cfg serveConfig, rv *revocations, orphaner *ownership.Orphaner, reg prometheus.Registerer, log *slog.Logger) (*githubwebhook.Handler, error) {
+	if cfg.GitHubWebhookSecret == "" {
+		log.Info("GitHub org webhooks are off (OCTOGATE_GITHUB_WEBHOOK_SECRET unset): POST /github/webhook answers 404; access ends when caches expire")
+		return nil, nil
 	}
 	var o githubwebhook.Orphaner
 	if orphaner != nil {
@@ -59,24 +112,29 @@ func githubWebhook(cfg serveConfig, authn *tokenreview.Handler, orphaner *owners
 	}
 	var members githubwebhook.Members
 	if checker, err := membershipChecker(cfg); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if checker != nil {
 		members = checker
 	} else if orphaner != nil {
 		log.Warn("OCTOGATE_GITHUB_ORG_TOKEN_FILE is unset: a member_removed delivery orphans namespaces without asking GitHub whether the user is still gone; a removal is acted on once, and namespaces an admin gave back are left alone")
 	}
-	h, err = githubwebhook.New(githubwebhook.Config{
+	var leavers githubwebhook.Leavers
+	if rv.log != nil {
+		// Only an issuer tells the fleet: its feed carries the leaver to every cluster.
+		leavers = rv.leavers
+	}
+	return githubwebhook.New(githubwebhook.Config{
 		Secret:     []byte(cfg.GitHubWebhookSecret),
 		Orgs:       cfg.GitHubOrgs,
-		Revoker:    revoker,
+		Revoker:    rv.revoker,
 		Orphaner:   o,
 		Members:    members,
-		Removals:   removals,
+		Leavers:    leavers,
+		Removals:   rv.removals,
 		Logger:     log,
 		Registerer: reg,
 		Rate:       cfg.GitHubWebhookRate,
 	})
-	return h, run, err
 }
 
 // kubeAccess returns a Kubernetes client and octogate's own namespace (OCTOGATE_NAMESPACE, or
@@ -99,15 +157,6 @@ func kubeAccess(cfg serveConfig) (kubernetes.Interface, string, string) {
 		return nil, "", "Kubernetes client: " + err.Error()
 	}
 	return client, ns, ""
-}
-
-// sharedRevoker returns a revoker backed by the revocations ConfigMap in namespace ns.
-func sharedRevoker(cfg serveConfig, client kubernetes.Interface, ns string, authn *tokenreview.Handler, prefix string, m *revocation.Metrics, log *slog.Logger) (*revocation.Shared, error) {
-	return revocation.NewShared(revocation.Config{
-		Client: client, Namespace: ns,
-		Keep:    cfg.TokenCacheTTL + tokenreview.StaleFor,
-		Evictor: authn, GroupPrefix: prefix, Metrics: m, Logger: log,
-	})
 }
 
 // addMembershipCheck adds the periodic membership check of namespace creators to mgr when

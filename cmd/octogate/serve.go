@@ -34,6 +34,7 @@ import (
 	"github.com/octogate/octogate/namespacetemplate"
 	"github.com/octogate/octogate/ownership"
 	"github.com/octogate/octogate/proxy"
+	"github.com/octogate/octogate/revocation"
 	"github.com/octogate/octogate/session"
 	"github.com/octogate/octogate/subjectaccessreview"
 	"github.com/octogate/octogate/tokenreview"
@@ -109,7 +110,18 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return err
 	}
 	var authn *tokenreview.Handler
-	jwts, err := sessionVerifier(cfg, keys, actions, func(uid string, t time.Time) bool { return authn.RevokedSince(uid, t) })
+	var feed *revocation.Receiver // set below when the trusted issuer is another process
+	teams := revocation.NewTeams(usernamePrefix(cfg), max(revocationKeep(cfg), session.MaxTTL+session.Leeway))
+	jwts, err := sessionVerifier(cfg, keys, actions, sessionRevocations{
+		users: func(uid string, t time.Time) bool { return authn.RevokedSince(uid, t) },
+		teams: teams.RevokedSince,
+		stale: func(now time.Time) (time.Time, bool) {
+			if feed == nil {
+				return time.Time{}, false
+			}
+			return feed.Stale(now)
+		},
+	})
 	if err != nil {
 		return err
 	}
@@ -209,9 +221,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return namedError(err)
 	}
 
-	ghHook, runRevocations, err := githubWebhook(cfg, authn, orphaner, registry, log)
+	revs, err := newRevocations(cfg, authn, teams, registry, log)
 	if err != nil {
 		return namedError(err)
+	}
+	var ghHook *githubwebhook.Handler
+	var runRevocations func(context.Context) error
+	if revs != nil {
+		if ghHook, err = githubWebhook(cfg, revs, orphaner, registry, log); err != nil {
+			return namedError(err)
+		}
+		runRevocations = revs.run
+	}
+	if feed, err = feedReceiver(cfg, keys, authn, teams, orphaner, registry, log); err != nil {
+		return err
 	}
 
 	server, err := webhooks.New(webhooks.Config{
@@ -250,7 +273,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, auditLog, registry, log)
+	if feed != nil {
+		// A detail, not a failing check: a failing readiness would take every replica out of
+		// kube-apiserver's webhook Service and refuse every user, GitHub tokens included,
+		// while the verifier refuses only sessions, and only past the bound.
+		server.AddReadyDetail("session-feed", feed.Detail)
+	}
+	runClusters, err := mountIssuer(server, cfg, keys, authn, actions, revs, auditLog, registry, log)
 	if err != nil {
 		return err
 	}
@@ -297,6 +326,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	if runRevocations != nil {
 		g.Go(func() error { return runRevocations(ctx) })
+	}
+	if feed != nil {
+		g.Go(func() error { return feed.Run(ctx) })
 	}
 	if proxyServer != nil {
 		g.Go(func() error { return proxyServer.server.Run(ctx) })
