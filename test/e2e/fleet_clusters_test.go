@@ -18,14 +18,17 @@ import (
 // fleetClusters are the clusters of startFleet, in the order the tests walk them.
 var fleetClusters = []string{"prod", "staging", "dev", "managed"}
 
-// TestFleetOneLoginEveryCluster: the fleet of docs/sessions.md ("fleet"), with real
-// kube-apiservers, the real kubectl and the real octogate: prod (its octogate is the issuer,
-// mode (a)), staging (its own octogate verifies the remote issuer, mode (a)), dev (mode (b),
-// no octogate) and managed (octogate's proxy verifies the remote issuer). One `octogate login
-// --issuer` writes a context for every cluster a person may use, prod only for
-// acme/platform-admins; kubectl works on each; bob's prod exchange is refused with its reason;
-// a request's kube-apiserver audit event names the session the issuer's audit event records;
-// bob creates a namespace wherever he may.
+// TestFleetOneLoginEveryCluster: the fleet of docs/sessions.md ("Fleet: clusters at the
+// issuer") with real kube-apiservers, the real kubectl and the real octogate: prod (its
+// octogate is the issuer, mode (a)), staging (its own octogate verifies the remote issuer,
+// mode (a)), dev (mode (b), no octogate) and managed (octogate's proxy verifies the remote
+// issuer). One `octogate login --issuer` writes a context for every cluster a person may use,
+// prod only for acme/platform-admins; kubectl works on each; bob's prod exchange is refused
+// with its reason; a request's kube-apiserver audit event names the session the issuer's audit
+// event records; bob creates a namespace wherever he may. Then (fleetLeaverAndLogout) one
+// member_removed delivered to the issuer alone cuts bob off everywhere and orphans his
+// namespaces, `octogate logout --cluster staging` ends alice's staging session only, and
+// staging refuses sessions once it has not read the issuer's feed for longer than its bound.
 func TestFleetOneLoginEveryCluster(t *testing.T) {
 	e := requireEnv(t)
 	started := time.Now()
@@ -143,5 +146,6 @@ func TestFleetOneLoginEveryCluster(t *testing.T) {
 			}
 		}
 	})
+	fleetLeaverAndLogout(t, f, alice, bob, admins)
 	t.Logf("wall time %s", time.Since(started).Round(time.Millisecond))
 }

@@ -216,7 +216,7 @@ func startFleet(t *testing.T, e *testEnv) *fleetEnv {
 			Orgs: []string{cluster.Org}, Policy: []byte(cluster.ExamplePolicy),
 			TokenCacheTTL: time.Minute, NegativeTTL: time.Second,
 			TokenReviewVersion: "v1", AuthnCacheTTL: time.Second, AuditLog: true,
-			OctogateEnv: trust("staging"),
+			OctogateEnv: append(trust("staging"), "OCTOGATE_SESSION_FEED_MAX_STALENESS="+feedMaxStaleness.String()),
 		})
 		return err
 	})
