@@ -106,7 +106,8 @@ func caClient(t *testing.T, caFile string) *http.Client {
 // fleetLeaverAndLogout is the second half of TestFleetOneLoginEveryCluster, on the fleet as its
 // first half leaves it (bob's namespaces bob-staging, bob-dev and bob-managed; alice's and
 // bob's sessions cached by their plugins): bob leaves acme and one member_removed reaches the
-// issuer only; alice logs out of staging; the issuer stops and staging's feed goes stale.
+// issuer only; alice logs out of staging; the issuer is killed and staging's feed goes stale
+// until it is back.
 func fleetLeaverAndLogout(t *testing.T, f *fleetEnv, alice, bob cluster.Kubectl, admins map[string]*rest.Config) {
 	prodClient := mtlsClient(t, f.a.CertsDir)
 	stagingClient := mtlsClient(t, f.staging.CertsDir)
