@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,9 @@ type Config struct {
 	// OctogateBinary is a built octogate.
 	OctogateBinary string
 	// WorkDir receives certificates, configuration files and logs; it is created if missing.
+	// Certificates already in WorkDir/certs (InitCerts) are kept: a caller that must know
+	// octogate's CA before octogate runs (to configure another cluster that trusts it) makes
+	// them first.
 	WorkDir string
 	// GitHubAPIURL is OCTOGATE_GITHUB_API_URL; GitHubCAFile is OCTOGATE_GITHUB_CA_FILE (optional).
 	GitHubAPIURL, GitHubCAFile string
@@ -117,7 +121,11 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
 	server := "https://" + addr
 
-	if err := InitCerts(ctx, cfg.OctogateBinary, c.CertsDir, []string{"127.0.0.1", "localhost"}); err != nil {
+	if _, err := os.Stat(filepath.Join(c.CertsDir, "ca.crt")); errors.Is(err, fs.ErrNotExist) {
+		if err := InitCerts(ctx, cfg.OctogateBinary, c.CertsDir, []string{"127.0.0.1", "localhost"}); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	for kind, path := range map[string]string{"authn": c.AuthnKubeconfig, "authz": c.AuthzKubeconfig, "admission": c.AdmissionKubeconfig} {

@@ -36,6 +36,9 @@ type ManagedConfig struct {
 	Policy                          []byte
 	TokenCacheTTL, NegativeTTL      time.Duration
 	OctogateEnv                     []string
+	// AuditLog turns on kube-apiserver's audit log (APIServerConfig.AuditLog): requests
+	// through the proxy are recorded with the user it impersonates (impersonatedUser).
+	AuditLog bool
 }
 
 // ProxyRBACLabel is ownership.LabelProxyRBAC, the label of the proxy RBAC objects, spelled
@@ -96,7 +99,7 @@ func StartManaged(ctx context.Context, cfg ManagedConfig) (m *Managed, err error
 		return nil, err
 	}
 	// As on EKS, GKE and AKS: the Node authorizer and RBAC, nothing of octogate's.
-	if m.APIServer, err = StartAPIServer(APIServerConfig{BinDir: cfg.BinDir, WorkDir: cfg.WorkDir, AuthorizationModes: []string{"Node", "RBAC"}}); err != nil {
+	if m.APIServer, err = StartAPIServer(APIServerConfig{BinDir: cfg.BinDir, WorkDir: cfg.WorkDir, AuthorizationModes: []string{"Node", "RBAC"}, AuditLog: cfg.AuditLog}); err != nil {
 		return nil, err
 	}
 	if err := m.APIServer.WriteKubeconfig(m.AdminKubeconfig, "octogate-e2e-admin", nil); err != nil {

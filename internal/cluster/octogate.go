@@ -141,6 +141,15 @@ func (o *Octogate) Stop() error {
 	return o.proc.Stop(10 * time.Second)
 }
 
+// Kill ends the server at once (Process.Kill): no graceful shutdown, its clients' connections
+// are reset. Start may run it again.
+func (o *Octogate) Kill() error {
+	if o.proc == nil {
+		return nil
+	}
+	return o.proc.Kill()
+}
+
 // Pid is the process id of the running server, or 0 before Start.
 func (o *Octogate) Pid() int {
 	if o.proc == nil {

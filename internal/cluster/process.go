@@ -89,6 +89,28 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Kill sends SIGKILL to the process group at once, as a crash would (nothing drains, its
+// connections are reset), and waits up to 5 s for it to exit. Killing an exited process is a
+// no-op.
+func (p *Process) Kill() error {
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, pgid)
+	}
+}
+
 // LogTail returns up to the last n bytes of the process's log.
 func (p *Process) LogTail(n int) string {
 	if p == nil {

@@ -196,13 +196,27 @@ func (s *sessionsEnv) forgetSessions(t *testing.T, k cluster.Kubectl) {
 // session's exp claim: the token a running kubectl holds.
 func (s *sessionsEnv) liveSession(t *testing.T, k cluster.Kubectl) (string, time.Time) {
 	t.Helper()
+	return s.liveSessionIn(t, k, "")
+}
+
+// liveSessionIn is liveSession for the user of k's context kubeContext ("" for the current
+// one), the plugin run with k's environment added as kubectl runs it.
+func (s *sessionsEnv) liveSessionIn(t *testing.T, k cluster.Kubectl, kubeContext string) (string, time.Time) {
+	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(k.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].Exec
+	if kubeContext == "" {
+		kubeContext = cfg.CurrentContext
+	}
+	c := cfg.Contexts[kubeContext]
+	if c == nil || cfg.AuthInfos[c.AuthInfo] == nil || cfg.AuthInfos[c.AuthInfo].Exec == nil {
+		t.Fatalf("%s: no context %q with an exec user", k.Kubeconfig, kubeContext)
+	}
+	x := cfg.AuthInfos[c.AuthInfo].Exec
 	cmd := exec.Command(x.Command, x.Args...)
-	cmd.Env = append(os.Environ(), "HOME="+k.Home)
+	cmd.Env = append(append(os.Environ(), "HOME="+k.Home), k.Env...)
 	for _, v := range x.Env {
 		cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
 	}
