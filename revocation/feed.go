@@ -89,7 +89,11 @@ type FeedConfig struct {
 	// ClientAddr finds a poll's client address (OCTOGATE_TRUSTED_PROXIES); the zero Resolver:
 	// the connection's peer.
 	ClientAddr clientaddr.Resolver
-	Logger     *slog.Logger
+	// Stopping, when closed, ends every long poll at once with the revocations it has (none):
+	// the server's graceful shutdown then waits for no poll (serve closes it when it begins to
+	// stop). Nil: polls wait their LongPoll.
+	Stopping <-chan struct{}
+	Logger   *slog.Logger
 }
 
 // Feed serves the issuer's revocations as Security Event Tokens (RFC 8417) by poll delivery
@@ -104,6 +108,7 @@ type Feed struct {
 	slots       chan struct{}
 	perClient   int
 	clients     clientaddr.Resolver
+	stopping    <-chan struct{}
 	logger      *slog.Logger
 	now         func() time.Time
 
@@ -141,7 +146,7 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 	issuer := strings.TrimSuffix(cfg.Issuer, "/")
 	return &Feed{issuer: issuer, aud: StreamAudience(issuer), keys: cfg.Keys, log: cfg.Log, longPoll: cfg.LongPoll,
 		slots: make(chan struct{}, cfg.MaxLongPolls), perClient: cfg.MaxLongPollsPerClient, clients: cfg.ClientAddr,
-		logger: cfg.Logger, now: time.Now, signed: map[string]string{}, waiting: map[netip.Addr]int{}}, nil
+		stopping: cfg.Stopping, logger: cfg.Logger, now: time.Now, signed: map[string]string{}, waiting: map[netip.Addr]int{}}, nil
 }
 
 // MaxLongPolls is the bound of polls waiting at once (the route's in-flight budget must allow
@@ -343,6 +348,10 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-timeout:
+			f.answer(w, r, nil, false)
+			return
+		case <-f.stopping:
+			// The receiver polls again at once, another replica or this one restarted.
 			f.answer(w, r, nil, false)
 			return
 		case <-r.Context().Done():

@@ -29,6 +29,12 @@ type testIssuer struct {
 
 func newTestIssuer(t testing.TB, longPoll time.Duration) *testIssuer {
 	t.Helper()
+	return newStoppingTestIssuer(t, longPoll, nil)
+}
+
+// newStoppingTestIssuer is newTestIssuer whose feed's FeedConfig.Stopping is stopping.
+func newStoppingTestIssuer(t testing.TB, longPoll time.Duration, stopping <-chan struct{}) *testIssuer {
+	t.Helper()
 	keys, err := session.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func newTestIssuer(t testing.TB, longPoll time.Duration) *testIssuer {
 	ti.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(ti.srv.Close)
 	ti.url = ti.srv.URL
-	ti.feed, err = NewFeed(FeedConfig{Issuer: ti.url, Keys: keys, Log: ti.log, LongPoll: longPoll})
+	ti.feed, err = NewFeed(FeedConfig{Issuer: ti.url, Keys: keys, Log: ti.log, LongPoll: longPoll, Stopping: stopping})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +216,27 @@ func TestLongPollWakesOnANewRevocation(t *testing.T) {
 	short := newTestIssuer(t, 300*time.Millisecond)
 	if code, a := short.poll(t, `{}`); code != 200 || len(a.Sets) != 0 {
 		t.Fatalf("%d %v, want an empty answer", code, a)
+	}
+}
+
+// TestLongPollsEndWhenTheServerStops: a waiting poll answers (empty) as soon as the server
+// begins to stop, so that a graceful shutdown waits for no long poll; a poll that comes later
+// answers at once.
+func TestLongPollsEndWhenTheServerStops(t *testing.T) {
+	stopping := make(chan struct{})
+	ti := newStoppingTestIssuer(t, 20*time.Second, stopping)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		close(stopping)
+	}()
+	for i := range 2 {
+		start := time.Now()
+		if code, a := ti.poll(t, `{}`); code != 200 || len(a.Sets) != 0 {
+			t.Fatalf("poll %d: %d %v, want an empty answer", i, code, a)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("poll %d answered after %v, not when the server began to stop", i, d)
+		}
 	}
 }
 

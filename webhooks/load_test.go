@@ -55,8 +55,11 @@ func TestSlowClientsDoNotStarveOthers(t *testing.T) {
 					if prefix == "" {
 						c, err = net.Dial("tcp", addr)
 					} else {
-						c, err = tls.Dial("tcp", addr, tlsCfg)
-						if err == nil {
+						// A failed Dial's *tls.Conn is nil: c stays a nil interface then, not an
+						// interface holding a nil pointer whose Close would panic.
+						var tc *tls.Conn
+						if tc, err = tls.Dial("tcp", addr, tlsCfg); err == nil {
+							c = tc
 							_, err = io.WriteString(c, prefix)
 						}
 					}

@@ -107,7 +107,10 @@ type Server struct {
 	// using the old certificate are closed after their next answer.
 	certGeneration atomic.Uint64
 	ready          chan struct{}
-	addr           atomic.Pointer[net.Addr]
+	// draining is closed when the listener is about to close (after ShutdownDelay): handlers
+	// that hold requests open (long polls) answer then, so that shutdown waits for none.
+	draining chan struct{}
+	addr     atomic.Pointer[net.Addr]
 }
 
 type readyCheck struct {
@@ -163,6 +166,7 @@ func New(cfg Config) (*Server, error) {
 		allow:       map[string]string{},
 		metrics:     m,
 		ready:       make(chan struct{}),
+		draining:    make(chan struct{}),
 		readTimeout: readTimeout,
 	}
 	if err := s.setupTLS(); err != nil {
@@ -263,6 +267,11 @@ func (s *Server) Addr() net.Addr {
 // Ready is closed once Run is listening.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
+// Draining is closed when Run stops serving: after ShutdownDelay, just before in-flight
+// requests get ShutdownTimeout to finish. A handler that holds a request open (a long poll)
+// answers when it is closed, so that shutdown does not wait for it.
+func (s *Server) Draining() <-chan struct{} { return s.draining }
+
 // Run listens and serves until ctx is cancelled, then shuts down gracefully: /readyz answers
 // 503 at once, keep-alives stop, the listener closes after ShutdownDelay, and in-flight
 // requests get ShutdownTimeout to finish. It returns nil after a clean shutdown, an error when
@@ -341,6 +350,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("webhooks: serve: %w", err)
 		}
 	}
+	close(s.draining)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -372,6 +373,60 @@ func TestShutdownTimeoutCutsOffStuckRequests(t *testing.T) {
 		ts.done <- nil
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not give up after ShutdownTimeout")
+	}
+}
+
+// TestShutdownEndsHandlersThatWaitOnDraining: a handler that holds its request open until
+// Draining (a long poll) answers when shutdown begins, after ShutdownDelay, and Run returns
+// cleanly well within ShutdownTimeout rather than at its end.
+func TestShutdownEndsHandlersThatWaitOnDraining(t *testing.T) {
+	entered := make(chan struct{})
+	var drainedEarly atomic.Bool
+	ts := startServer(t, webhooks.Config{ShutdownTimeout: 20 * time.Second, ShutdownDelay: 100 * time.Millisecond}, func(s *webhooks.Server) {
+		s.Handle("/poll", "poll", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(entered)
+			select {
+			case <-s.Draining():
+				w.WriteHeader(http.StatusOK)
+			case <-time.After(15 * time.Second):
+				w.WriteHeader(http.StatusGatewayTimeout)
+			}
+		}))
+	})
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := doErr(ts.client, "POST", ts.url+"/poll", nil)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		answered <- resp.status
+	}()
+	<-entered
+	select {
+	case <-ts.Draining():
+		drainedEarly.Store(true)
+	default:
+	}
+	start := time.Now()
+	ts.cancel()
+	select {
+	case err := <-ts.done:
+		if err != nil {
+			t.Fatalf("Run = %v, want a clean shutdown", err)
+		}
+		ts.done <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run waited for the held request")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+	if code := <-answered; code != http.StatusOK {
+		t.Errorf("the held request got %d, want 200 at Draining", code)
+	}
+	if drainedEarly.Load() {
+		t.Error("Draining was closed before shutdown began")
 	}
 }
 

@@ -176,7 +176,7 @@ func mountIssuer(server *webhooks.Server, cfg serveConfig, keys session.KeySourc
 // with its own in-flight budget for the long polls.
 func mountFeed(server *webhooks.Server, cfg serveConfig, keys session.KeySource, l *revocation.Log, log *slog.Logger) error {
 	feed, err := revocation.NewFeed(revocation.FeedConfig{Issuer: cfg.SessionIssuer, Keys: keys, Log: l,
-		ClientAddr: clientAddrs(cfg), Logger: log})
+		ClientAddr: clientAddrs(cfg), Stopping: server.Draining(), Logger: log})
 	if err != nil {
 		return namedError(err)
 	}
