@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -225,33 +224,7 @@ func (env *elevationEnv) prepare(ctx context.Context, t *testing.T, root, certsD
 
 func registerAccessRequestWebhooks(ctx context.Context, t *testing.T, admin *rest.Config, octogateURL string, caBundle []byte) {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fail, none, timeout := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(5)
-	never := admissionregistrationv1.NeverReinvocationPolicy
-	mutate, validate := octogateURL+"/mutate/accessrequests", octogateURL+"/validate/accessrequests"
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{elevation.Group}, APIVersions: []string{elevation.Version}, Resources: []string{elevation.Resource}},
-	}}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "octogate-accessrequests"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "accessrequests.mutate.octogate.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &mutate, CABundle: caBundle},
-			Rules: rules, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &never,
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "octogate-accessrequests"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "accessrequests.validate.octogate.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &validate, CABundle: caBundle},
-			Rules: rules, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := cluster.RegisterAccessRequestWebhooks(ctx, admin, octogateURL, caBundle); err != nil {
 		t.Fatal(err)
 	}
 }
