@@ -162,6 +162,7 @@ func TestDemoDoctorAndFleetTour(t *testing.T) {
 			{"Contexts in " + r.fleet.Kubeconfig + ": [demo managed]"},
 			{"demo", "managed"}, // get-contexts
 			{"github:alice:1001", "JTI="},
+			{"logged github:alice:1001 out of managed", "removed the cached sessions"}, // logout --cluster managed
 		}
 		if len(lines) != len(wants) {
 			t.Fatalf("the fleet tour has %d commands, the test knows %d:\n%s", len(lines), len(wants), strings.Join(lines, "\n"))

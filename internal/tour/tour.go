@@ -253,7 +253,8 @@ type FleetTour struct {
 }
 
 // Fleet shows one login for every cluster of the issuer: the cluster table of `octogate
-// clusters`, `octogate login` writing a context per cluster, and kubectl through one of them.
+// clusters`, `octogate login` writing a context per cluster, kubectl through one of them, and
+// `octogate logout` of that cluster.
 // Each command carries its GitHub token (and the session cache) in its environment, so that
 // it runs as written in any shell with the tour's PATH.
 func Fleet(f FleetTour) string {
@@ -271,6 +272,8 @@ verifies the same issuer's sessions), managed for acme/platform-admins only:
   kubectl --kubeconfig %[5]s config get-contexts
   GITHUB_TOKEN=%[3]s XDG_CACHE_HOME=%[6]s kubectl --kubeconfig %[5]s --context managed auth whoami
                                                   # alice at the managed-like cluster, through a session for managed
+  GITHUB_TOKEN=%[3]s XDG_CACHE_HOME=%[6]s octogate logout --issuer %[1]s --session-ca-file %[2]s --cluster managed
+                                                  # the issuer revokes alice's managed sessions (the proxy hears it within 2 s) and the local one goes
 `, f.Issuer, f.CAFile, f.AliceToken, f.BobToken, f.Kubeconfig, f.Cache)
 }
 
