@@ -37,7 +37,7 @@ func readmeTour(t *testing.T) []string {
 // shows runs as written in the demo's environment, comment included.
 func TestREADMETourIsWhatTheDemoPrints(t *testing.T) {
 	printed := map[string]bool{}
-	for _, l := range strings.Split(tour.Start("$PWD/demo/kubeconfig", "$PWD/bin/k8s:$PWD/bin")+tour.Standin()+tour.Proxy(), "\n") {
+	for _, l := range strings.Split(tour.Start("$PWD/demo/kubeconfig", "$PWD/bin/k8s:$PWD/bin")+tour.Standin()+tour.Proxy()+tour.Elevation(), "\n") {
 		printed[strings.TrimSpace(l)] = true
 	}
 	lines := readmeTour(t)
