@@ -62,30 +62,34 @@ func (p *Process) ExitErr() error {
 	}
 }
 
-// Stop sends SIGTERM to the process group, waits up to grace, then sends SIGKILL and waits up
-// to 5 s more. Stopping an exited process is a no-op.
+// Stop sends SIGTERM to the process group, waits up to grace, then kills it (Kill). Stopping
+// an exited process is a no-op.
 func (p *Process) Stop(grace time.Duration) error {
-	if p == nil {
+	if p.exited() {
 		return nil
 	}
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(grace):
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s did not stop within %s; killed", p.Name, grace)
+}
+
+// exited reports whether p is nil or its process has exited.
+func (p *Process) exited() bool {
+	if p == nil {
+		return true
+	}
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s did not stop within %s; killed", p.Name, grace)
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, pgid)
+		return true
+	default:
+		return false
 	}
 }
 
@@ -93,13 +97,8 @@ func (p *Process) Stop(grace time.Duration) error {
 // connections are reset), and waits up to 5 s for it to exit. Killing an exited process is a
 // no-op.
 func (p *Process) Kill() error {
-	if p == nil {
+	if p.exited() {
 		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	default:
 	}
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
