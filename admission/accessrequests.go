@@ -107,6 +107,22 @@ func isAccessRequest(req ctrladmission.Request) bool {
 	return req.Kind.Group == elevation.Group && req.Kind.Kind == elevation.Kind && req.SubResource == ""
 }
 
+// admittedAccessRequests is the AccessRequest of a CREATE or UPDATE req and, for an UPDATE,
+// the stored one; done is true, with the answer resp (recorded by r), when req is something
+// else (allowed) or its objects do not decode (400).
+func admittedAccessRequests(ctx context.Context, r reporter, req ctrladmission.Request) (ar, old *elevation.AccessRequest, resp ctrladmission.Response, done bool) {
+	if !isAccessRequest(req) || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+		r.record(ctx, req, decisionAdmit, "not an AccessRequest CREATE or UPDATE")
+		return nil, nil, ctrladmission.Allowed(""), true
+	}
+	ar, old, err := decodeAccessRequests(req)
+	if err != nil {
+		r.record(ctx, req, decisionError, err.Error())
+		return nil, nil, ctrladmission.Errored(http.StatusBadRequest, err), true
+	}
+	return ar, old, ctrladmission.Response{}, false
+}
+
 func personOf(u authenticationv1.UserInfo) elevation.User {
 	return elevation.User{Username: u.Username, UID: u.UID, Groups: u.Groups}
 }
@@ -117,14 +133,9 @@ type accessRequestMutator struct {
 }
 
 func (m *accessRequestMutator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
-	if !isAccessRequest(req) || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		m.record(ctx, req, decisionAdmit, "not an AccessRequest CREATE or UPDATE")
-		return ctrladmission.Allowed("")
-	}
-	ar, old, err := decodeAccessRequests(req)
-	if err != nil {
-		m.record(ctx, req, decisionError, err.Error())
-		return ctrladmission.Errored(http.StatusBadRequest, err)
+	ar, old, resp, done := admittedAccessRequests(ctx, m.reporter, req)
+	if done {
+		return resp
 	}
 	ops, err := mutateAccessRequest(m.cfg.Source, m.cfg.OpenLimit, old, ar, personOf(req.UserInfo), m.cfg.now())
 	if err != nil {
@@ -190,16 +201,12 @@ type accessRequestValidator struct {
 }
 
 func (v *accessRequestValidator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
-	if !isAccessRequest(req) || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
-		v.record(ctx, req, decisionAdmit, "not an AccessRequest CREATE or UPDATE")
-		return ctrladmission.Allowed("")
-	}
-	ar, old, err := decodeAccessRequests(req)
-	if err != nil {
-		v.record(ctx, req, decisionError, err.Error())
-		return ctrladmission.Errored(http.StatusBadRequest, err)
+	ar, old, resp, done := admittedAccessRequests(ctx, v.reporter, req)
+	if done {
+		return resp
 	}
 	user, now, p := personOf(req.UserInfo), v.cfg.now(), v.cfg.Source.Policy()
+	var err error
 	if old == nil {
 		err = v.checkCreate(req, p, ar, user, now)
 	} else {
