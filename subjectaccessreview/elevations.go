@@ -103,26 +103,7 @@ func validateElevations(v *validator, doc *AuthorizationPolicy) {
 		if e.Approvals < 0 || e.Approvals > 2 {
 			v.add(p+".approvals", fmt.Sprintf("%d must be 1 or 2 (0 or omitted: 1)", e.Approvals))
 		}
-		for j, ns := range e.Namespaces {
-			np := fmt.Sprintf("%s.namespaces[%d]", p, j)
-			if ns == "" {
-				v.add(np, "must not be empty (omit namespaces to grant in any namespace and cluster scope)")
-			} else if !nsGlobRE.MatchString(ns) || len(ns) > 63 {
-				v.add(np, fmt.Sprintf("%q must be a namespace name or a glob of one ('*' matches any run of characters)", ns))
-			}
-		}
-		if len(e.ResourceRules) == 0 && len(e.NonResourceRules) == 0 {
-			v.add(p+".resourceRules", "at least one of resourceRules and nonResourceRules is required")
-		}
-		if len(e.Namespaces) > 0 && len(e.NonResourceRules) > 0 {
-			v.add(p+".namespaces", "must be empty when nonResourceRules are set (non-resource requests have no namespace); split the elevation in two")
-		}
-		for j := range e.ResourceRules {
-			v.resourceRule(fmt.Sprintf("%s.resourceRules[%d]", p, j), &e.ResourceRules[j])
-		}
-		for j := range e.NonResourceRules {
-			v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &e.NonResourceRules[j])
-		}
+		v.grants(p, "elevation", "grant in", e.Namespaces, e.ResourceRules, e.NonResourceRules)
 		if e.MaxDuration == "" {
 			v.add(p+".maxDuration", `required: a Go duration such as "1h" or "30m"`)
 		} else if d, err := time.ParseDuration(e.MaxDuration); err != nil {

@@ -316,32 +316,39 @@ func validatePolicy(doc *AuthorizationPolicy) []FieldError {
 		for j, s := range r.Subjects {
 			v.subject(fmt.Sprintf("%s.subjects[%d]", p, j), s)
 		}
-		for j, ns := range r.Namespaces {
-			np := fmt.Sprintf("%s.namespaces[%d]", p, j)
-			if ns == "" {
-				v.add(np, "must not be empty (omit namespaces to match any namespace and cluster scope)")
-			} else if !nsGlobRE.MatchString(ns) || len(ns) > 63 {
-				v.add(np, fmt.Sprintf("%q must be a namespace name or a glob of one ('*' matches any run of characters)", ns))
-			}
-		}
-		if len(r.ResourceRules) == 0 && len(r.NonResourceRules) == 0 {
-			v.add(p+".resourceRules", "at least one of resourceRules and nonResourceRules is required")
-		}
-		if len(r.Namespaces) > 0 && len(r.NonResourceRules) > 0 {
-			v.add(p+".namespaces", "must be empty when nonResourceRules are set (non-resource requests have no namespace); split the rule in two")
-		}
-		for j := range r.ResourceRules {
-			v.resourceRule(fmt.Sprintf("%s.resourceRules[%d]", p, j), &r.ResourceRules[j])
-		}
-		for j := range r.NonResourceRules {
-			v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &r.NonResourceRules[j])
-		}
+		v.grants(p, "rule", "match", r.Namespaces, r.ResourceRules, r.NonResourceRules)
 	}
 	validateElevations(&v, doc)
 	return v.problems
 }
 
 type validator struct{ problems []FieldError }
+
+// grants checks what a rule or an elevation (kind) at path p matches or grants: its namespaces
+// (names or globs; omitting them means to "omit" any namespace and cluster scope), at least one
+// resource or non-resource rule, no namespaces beside non-resource rules, and each rule.
+func (v *validator) grants(p, kind, omit string, namespaces []string, resourceRules []ResourceRule, nonResourceRules []NonResourceRule) {
+	for j, ns := range namespaces {
+		np := fmt.Sprintf("%s.namespaces[%d]", p, j)
+		if ns == "" {
+			v.add(np, "must not be empty (omit namespaces to "+omit+" any namespace and cluster scope)")
+		} else if !nsGlobRE.MatchString(ns) || len(ns) > 63 {
+			v.add(np, fmt.Sprintf("%q must be a namespace name or a glob of one ('*' matches any run of characters)", ns))
+		}
+	}
+	if len(resourceRules) == 0 && len(nonResourceRules) == 0 {
+		v.add(p+".resourceRules", "at least one of resourceRules and nonResourceRules is required")
+	}
+	if len(namespaces) > 0 && len(nonResourceRules) > 0 {
+		v.add(p+".namespaces", "must be empty when nonResourceRules are set (non-resource requests have no namespace); split the "+kind+" in two")
+	}
+	for j := range resourceRules {
+		v.resourceRule(fmt.Sprintf("%s.resourceRules[%d]", p, j), &resourceRules[j])
+	}
+	for j := range nonResourceRules {
+		v.nonResourceRule(fmt.Sprintf("%s.nonResourceRules[%d]", p, j), &nonResourceRules[j])
+	}
+}
 
 func (v *validator) add(field, detail string) {
 	v.problems = append(v.problems, FieldError{Field: field, Detail: detail})
